@@ -1,0 +1,188 @@
+/*
+ * Wire formats of the bootstrap: the unique id, the rendezvous messages
+ * (hello, table, error), the ring hello and the header of ring data.
+ *
+ * Everything here is a pure function over a byte buffer: no sockets, no
+ * allocation, no global state, so the parsers can be driven by a fuzzer.
+ * Every decoder takes the buffer and its length, reads nothing past it,
+ * and either fills its output struct or says why it refused.
+ *
+ * Integers travel big-endian.  A rendezvous frame is
+ *
+ *   u32 body_bytes | u32 magic "qcBS" | u8 version | u8 type | u16 0 | payload
+ *
+ * where body_bytes counts everything after itself.  Every frame type has a
+ * fixed size, or (the table) a size fixed by the receiver's own world size,
+ * so a receiver never allocates at a size a peer chose.
+ */
+#ifndef QCOLL_BOOTSTRAP_MESSAGE_H
+#define QCOLL_BOOTSTRAP_MESSAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qcoll.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define QCOLL__BOOT_SECRET_BYTES 32
+/* The largest world the bootstrap accepts (also bounds the table). */
+#define QCOLL__BOOT_MAX_RANKS 65536
+/* Longest error text the root sends (bytes, without a NUL). */
+#define QCOLL__BOOT_ERRTEXT_MAX 480
+/* Room for a "why" explanation written by the decoders. */
+#define QCOLL__BOOT_WHY_MAX 160
+
+#define QCOLL__BOOT_ID_MAGIC 0x71634944u  /* "qcID" */
+#define QCOLL__BOOT_MSG_MAGIC 0x71634253u /* "qcBS" */
+#define QCOLL__BOOT_DATA_MAGIC 0x71634454u /* "qcDT" */
+#define QCOLL__BOOT_VERSION 1
+
+typedef enum qcoll__boot_msg_type {
+  QCOLL__BOOT_MSG_HELLO = 1,      /* rank -> root */
+  QCOLL__BOOT_MSG_TABLE = 2,      /* root -> rank: everyone's ring address */
+  QCOLL__BOOT_MSG_ERROR = 3,      /* root -> rank: why the rendezvous failed */
+  QCOLL__BOOT_MSG_RING_HELLO = 4, /* rank -> rank+1 */
+  QCOLL__BOOT_MSG_DATA = 5        /* ring collective data */
+} qcoll__boot_msg_type_t;
+
+/* Kinds of ring data, so ranks that call different collectives (or the
+ * same one with different sizes) are told so instead of misreading bytes. */
+typedef enum qcoll__boot_data_kind {
+  QCOLL__BOOT_DATA_ALLGATHER = 1,
+  QCOLL__BOOT_DATA_BROADCAST = 2,
+  QCOLL__BOOT_DATA_BARRIER = 3
+} qcoll__boot_data_kind_t;
+
+typedef enum qcoll__msg_result {
+  QCOLL__MSG_OK = 0,
+  QCOLL__MSG_INCOMPLETE = 1, /* valid so far: more bytes are needed */
+  QCOLL__MSG_INVALID = 2     /* refused; `why` says why */
+} qcoll__msg_result_t;
+
+/* An IP endpoint: family 4 or 6 (0 = none, for a rank that listens
+ * nowhere because it is alone), port in host order, address in network
+ * order (IPv4 uses the first 4 bytes). */
+typedef struct qcoll__boot_addr {
+  uint8_t family;
+  uint16_t port;
+  uint8_t ip[16];
+} qcoll__boot_addr_t;
+
+/* What a unique id holds. */
+typedef struct qcoll__boot_id {
+  qcoll__boot_addr_t root;
+  uint8_t secret[QCOLL__BOOT_SECRET_BYTES];
+} qcoll__boot_id_t;
+
+typedef struct qcoll__boot_hello {
+  uint8_t secret[QCOLL__BOOT_SECRET_BYTES];
+  int32_t rank;
+  int32_t nranks;
+  qcoll__boot_addr_t listen; /* where this rank accepts its ring peer */
+} qcoll__boot_hello_t;
+
+typedef struct qcoll__boot_ring_hello {
+  uint8_t secret[QCOLL__BOOT_SECRET_BYTES];
+  int32_t rank; /* the sender */
+  int32_t nranks;
+} qcoll__boot_ring_hello_t;
+
+/* The root's answer: a table (addresses go to a caller-provided array of
+ * the caller's own world size) or an error. */
+typedef struct qcoll__boot_reply {
+  int type; /* QCOLL__BOOT_MSG_TABLE or QCOLL__BOOT_MSG_ERROR */
+  uint8_t secret[QCOLL__BOOT_SECRET_BYTES];
+  int32_t status;                          /* error: a negative qcoll status */
+  char text[QCOLL__BOOT_ERRTEXT_MAX + 1];  /* error: printable, NUL-ended */
+  int32_t nranks;                          /* table */
+} qcoll__boot_reply_t;
+
+typedef struct qcoll__boot_data_hdr {
+  uint16_t kind; /* qcoll__boot_data_kind_t */
+  uint32_t arg;  /* all-gather: block index; broadcast: root */
+  uint64_t bytes;
+} qcoll__boot_data_hdr_t;
+
+/* Sizes on the wire. */
+#define QCOLL__BOOT_FRAME_HDR_BYTES 12
+#define QCOLL__BOOT_ADDR_BYTES 20
+#define QCOLL__BOOT_HELLO_BYTES \
+  (QCOLL__BOOT_FRAME_HDR_BYTES + QCOLL__BOOT_SECRET_BYTES + 8 + QCOLL__BOOT_ADDR_BYTES)
+#define QCOLL__BOOT_RING_HELLO_BYTES \
+  (QCOLL__BOOT_FRAME_HDR_BYTES + QCOLL__BOOT_SECRET_BYTES + 8)
+#define QCOLL__BOOT_ERROR_MIN_BYTES \
+  (QCOLL__BOOT_FRAME_HDR_BYTES + QCOLL__BOOT_SECRET_BYTES + 6)
+#define QCOLL__BOOT_ERROR_MAX_BYTES \
+  (QCOLL__BOOT_ERROR_MIN_BYTES + QCOLL__BOOT_ERRTEXT_MAX)
+#define QCOLL__BOOT_DATA_HDR_BYTES 24
+
+/* Bytes of a table frame for nranks ranks (nranks in [1, MAX_RANKS]). */
+size_t qcoll__msg_table_bytes(int nranks);
+/* Largest reply a rank of a world of nranks may receive. */
+size_t qcoll__msg_reply_max_bytes(int nranks);
+
+/* Constant-time comparison of two secrets. */
+bool qcoll__secret_equal(const uint8_t *a, const uint8_t *b);
+
+/* ---- unique id ---------------------------------------------------- */
+void qcoll__id_encode(const qcoll__boot_id_t *in, qcoll_unique_id_t *out);
+qcoll__msg_result_t qcoll__id_decode(const qcoll_unique_id_t *in,
+                                     qcoll__boot_id_t *out, char *why);
+
+/* ---- frames ------------------------------------------------------- */
+
+/* Look at the first len bytes of a frame: INCOMPLETE until the 4-byte
+ * length is there; INVALID when the whole frame would be outside
+ * [min_bytes, max_bytes]; else OK with *frame_bytes = 4 + body_bytes. */
+qcoll__msg_result_t qcoll__msg_peek_length(const uint8_t *buf, size_t len,
+                                           size_t min_bytes, size_t max_bytes,
+                                           size_t *frame_bytes, char *why);
+
+/* Encoders return the bytes written, or 0 when cap is too small or the
+ * input cannot be encoded. */
+size_t qcoll__msg_encode_hello(const qcoll__boot_hello_t *in, uint8_t *buf,
+                               size_t cap);
+size_t qcoll__msg_encode_ring_hello(const qcoll__boot_ring_hello_t *in,
+                                    uint8_t *buf, size_t cap);
+size_t qcoll__msg_encode_error(const uint8_t *secret, int32_t status,
+                               const char *text, uint8_t *buf, size_t cap);
+size_t qcoll__msg_encode_table(const uint8_t *secret, int nranks,
+                               const qcoll__boot_addr_t *table, uint8_t *buf,
+                               size_t cap);
+
+/* Decoders take exactly one whole frame (len bytes, length prefix
+ * included).  They check framing and field syntax; semantic checks (is the
+ * secret right, is the rank in range) are the caller's. */
+qcoll__msg_result_t qcoll__msg_decode_hello(const uint8_t *buf, size_t len,
+                                            qcoll__boot_hello_t *out,
+                                            char *why);
+qcoll__msg_result_t qcoll__msg_decode_ring_hello(const uint8_t *buf,
+                                                 size_t len,
+                                                 qcoll__boot_ring_hello_t *out,
+                                                 char *why);
+/* A table must list exactly expect_nranks addresses, written to table
+ * (room for expect_nranks entries). */
+qcoll__msg_result_t qcoll__msg_decode_reply(const uint8_t *buf, size_t len,
+                                            int expect_nranks,
+                                            qcoll__boot_reply_t *out,
+                                            qcoll__boot_addr_t *table,
+                                            char *why);
+
+/* ---- ring data header --------------------------------------------- */
+void qcoll__msg_encode_data_hdr(const qcoll__boot_data_hdr_t *in,
+                                uint8_t out[QCOLL__BOOT_DATA_HDR_BYTES]);
+qcoll__msg_result_t qcoll__msg_decode_data_hdr(const uint8_t *buf, size_t len,
+                                               qcoll__boot_data_hdr_t *out,
+                                               char *why);
+
+const char *qcoll__msg_data_kind_name(unsigned kind);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,560 @@
+/*
+ * codec.h - the quantisation formats of quantised all-reduce (FP8, INT8,
+ * INT6, INT4), one header for host C11 and for CUDA device code, so that the
+ * CPU reference decides bit for bit what the GPU kernels must produce.
+ *
+ * ==== Groups ==============================================================
+ *
+ * Values are f32 (f16/bf16 callers convert to f32 first; the conversion is
+ * exact).  Groups of QCOLL_CODEC_GROUP = 32 consecutive values share one
+ * scale.  A group is encoded as
+ *
+ *     [ scale: 4 bytes ][ 32 codes, packed ]
+ *
+ *     format  R (range end)  code bits  codes    group bytes
+ *     INT8    127            8          32 B     36
+ *     INT6    31             6          24 B     28
+ *     INT4    7              4          16 B     20
+ *     FP8     448            8 (e4m3)   32 B     36
+ *
+ * Every group size is a multiple of 4, so in a buffer whose base is 4-byte
+ * aligned every scale is 4-byte aligned (a kernel may load it as a word).
+ *
+ * ==== The scale ===========================================================
+ *
+ * The stored scale is the group's amax, the largest |x|, as an f32 in
+ * little-endian byte order (exact: no rounding of the scale itself).  amax is
+ * the maximum of the bit patterns (x_bits & 0x7fffffff) taken as unsigned
+ * integers: for non-negative floats that order is the numeric order, and inf
+ * and NaN sort above every finite value (on a GPU: __reduce_max_sync).
+ *
+ * Everything below is derived from amax.  Let p = 2^64 when amax < 2^-64
+ * (bits < 0x1f800000), else p = 1, and a = amax * p (exact: a power of two).
+ * The pre-scale p keeps R/a finite for every subnormal amax (down to 2^-149)
+ * and keeps a/R a normal float, so tiny groups keep full relative precision.
+ *
+ *     inv  = fl(R / a)          (0 for an all-zero or non-finite group)
+ *     step = fl(a / R)
+ *     post = 1 / p              (1 or 2^-64, exact)
+ *
+ * fl() is one IEEE-754 binary32 operation rounded to nearest even.
+ *
+ * ==== Encoding one value (encode_lane) ====================================
+ *
+ *     t = fl(fl(x * p) * inv)      (x * p is exact)
+ *
+ *   INT:  q = round_half_even(clamp(t, -R, R));  code = q + R  in [0, 2R].
+ *         Half-to-even applies to the f32 value t: with amax = R (inv = 1)
+ *         the value 2.5 gives q = 2 and 3.5 gives q = 4.
+ *   FP8:  code = e4m3(t): the OCP e4m3 ("FN") byte, sign | 4-bit exponent
+ *         (bias 7) | 3-bit mantissa, rounded half to even, saturating at 448
+ *         (0x7e); 0x7f/0xff (NaN) and -0 (0x80) are never produced: a value
+ *         whose magnitude rounds to 0 is 0x00.  Subnormals: exponent 0,
+ *         value m * 2^-9.
+ *
+ * Why the largest element lands EXACTLY on R: amax * p = a, so
+ * t = fl(a * fl(R / a)) = R (1 + d1)(1 + d2) with |d1|, |d2| <= 2^-24, i.e.
+ * |t - R| <= 448 * 2^-23 < 2^-14, far less than the 0.5 needed for INT
+ * rounding to give R or the 16 needed for e4m3 to give 448 (its neighbour is
+ * 416).  -amax gives -R the same way (rounding is symmetric): code 0 for INT,
+ * 0xfe for FP8.  test_codec checks this over amax from 2^-149 to FLT_MAX.
+ *
+ * ==== Decoding one code (decode_lane) =====================================
+ *
+ *     v  = code - R (INT, exact)  or  the e4m3 value of code (FP8, exact)
+ *     x' = clamp(fl(fl(v * step) * post), -amax, amax)
+ *
+ * The clamp keeps |x'| <= amax (R * fl(amax / R) may exceed amax by an ulp;
+ * for amax = FLT_MAX that would be inf).  When post = 1 the second multiply
+ * is exact and may be skipped; likewise x * p when p = 1.
+ *
+ * ==== Error bounds (asserted by tests/codec) ==============================
+ *
+ *   INT:  |x - x'| <= amax / (2R) + amax * 2^-21 + 2^-149.
+ *   FP8:  |x - x'| <= max(|x| * 2^-4, amax / 448 * 2^-10)
+ *                     + (|x| + amax) * 2^-21 + 2^-149.
+ * The first term is the rounding to a code (half a step; for FP8 half an
+ * e4m3 ulp: relative 2^-4 for normals, absolute 2^-10 in t units in the
+ * subnormal range).  The slack covers the four f32 roundings (inv, t, v*step,
+ * *post: each <= 2^-24 relative, 4 * 2^-24 <= 2^-21 with margin) and one
+ * rounding into the subnormal range (<= 2^-150 absolute) for tiny groups.
+ *
+ * ==== Policies ============================================================
+ *
+ * - All-zero group (amax = 0, -0 counts as 0): scale 0, every code the zero
+ *   code (INT: R; FP8: 0x00); decodes to +0 exactly.
+ * - Non-finite group (any element inf or NaN): the stored scale is the
+ *   canonical quiet NaN 0x7fc00000 and every code the zero code; a group
+ *   whose scale is not finite decodes to 32 canonical NaNs (0x7fc00000).  An
+ *   overflow or a NaN anywhere in a group is therefore visible in all of it,
+ *   never silently clamped.
+ * - Subnormal amax: handled by p (above); no flushing.  Subnormal elements in
+ *   a normal group round to the codes they deserve (usually the zero code).
+ * - Buffers of n values: ceil(n / 32) groups; the last group is padded with
+ *   zeros (which change neither amax nor any other code); decoding writes
+ *   only the n values.
+ * - Codes outside the set the encoder produces (INT codes above 2R, FP8 NaN
+ *   bytes) decode to (code - R) * step clamped, and NaN, respectively.
+ *
+ * ==== Bit-exactness between host and device ===============================
+ *
+ * Each operation above is a single correctly rounded binary32 operation: on
+ * the device through __fmul_rn/__fdiv_rn (never contracted into an FMA,
+ * never approximated), on the host through plain C operators, which are
+ * IEEE binary32 when FLT_EVAL_METHOD == 0 (checked below).  No expression
+ * here has the form a*b+c, so FMA contraction (-ffp-contract=fast, GCC's
+ * default in GNU C mode) cannot change any result; code that accumulates
+ * decoded values (the tests, the reference schemes) is compiled with
+ * -ffp-contract=off.  Requirements: the default rounding mode (nearest even)
+ * on the host; no -ffast-math (host) and no -ftz=true / -use_fast_math
+ * (device), which flush the subnormals that tiny groups depend on.
+ *
+ * ==== One group per warp ==================================================
+ *
+ * Lane i of a warp holds element i of the group:
+ *   1. b = qcoll__codec_abs_bits(x); amax_bits = warp max of b.
+ *   2. s = qcoll__codec_enc_scale(fmt, amax_bits); lane 0 stores s.stored
+ *      (little-endian) at group + 0.
+ *   3. c = qcoll__codec_encode_lane(fmt, x, s).
+ *   4. Pack, codes starting at group + 4:
+ *        INT8, FP8: lane i writes byte i.
+ *        INT4:  byte k = c[2k] | c[2k+1] << 4 (even element in the low
+ *               nibble): even lane i writes byte i/2 with its odd
+ *               neighbour's code taken by a shuffle.
+ *        INT6:  every 4 codes make 3 bytes, bits little-endian:
+ *               w = c[4k] | c[4k+1] << 6 | c[4k+2] << 12 | c[4k+3] << 18,
+ *               bytes 3k, 3k+1, 3k+2 = w, w >> 8, w >> 16.  Lane i puts
+ *               c << 6*(i%4) in a word, ORs it across its quad (shuffle xor
+ *               1, 2), and lanes with i%4 < 3 write byte 3*(i/4) + i%4.
+ * Decoding: every lane reads the scale, s = qcoll__codec_dec_scale(fmt,
+ * bits), and lane i decodes qcoll__codec_unpack_one(fmt, group + 4, i).
+ * qcoll__codec_warp_encode / qcoll__codec_warp_decode below do exactly this;
+ * a kernel that keeps a whole group in one thread uses encode_group /
+ * decode_group.  Both give the same bytes.
+ */
+#ifndef QCOLL_COLL_CODEC_H
+#define QCOLL_COLL_CODEC_H
+
+#include <float.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "qcoll.h"
+
+#if !defined(__CUDA_ARCH__) && defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD != 0
+#error "codec.h needs float arithmetic evaluated in binary32 (FLT_EVAL_METHOD == 0)"
+#endif
+
+#if defined(__clang__) && !defined(__CUDACC__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+#ifdef __CUDACC__
+#define QCOLL_HD static __host__ __device__ __forceinline__
+#else
+#define QCOLL_HD static inline
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define QCOLL_CODEC_GROUP 32
+#define QCOLL_CODEC_SCALE_BYTES 4
+/* Largest group of any format (INT8 and FP8). */
+#define QCOLL_CODEC_MAX_GROUP_BYTES 36
+/* Stored scale of a group that held inf or NaN; also what such a group
+ * decodes to. */
+#define QCOLL_CODEC_NAN_BITS 0x7fc00000u
+/* amax below 2^-64 (bit pattern) is pre-scaled by 2^64. */
+#define QCOLL_CODEC_TINY_BITS 0x1f800000u
+#define QCOLL_CODEC_INF_BITS 0x7f800000u
+
+/* ---- single correctly rounded binary32 operations ------------------- */
+
+QCOLL_HD float qcoll__codec_bits_to_f32(uint32_t u) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(u);
+#else
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+#endif
+}
+
+QCOLL_HD uint32_t qcoll__codec_f32_to_bits(float f) {
+#ifdef __CUDA_ARCH__
+  return __float_as_uint(f);
+#else
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+#endif
+}
+
+QCOLL_HD float qcoll__codec_mul(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
+QCOLL_HD float qcoll__codec_div(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+
+/* Round an f32 holding a value of magnitude < 2^31 to the nearest integer,
+ * ties to even. */
+QCOLL_HD int32_t qcoll__codec_rint(float t) {
+#ifdef __CUDA_ARCH__
+  return __float2int_rn(t);
+#else
+  return (int32_t)rintf(t);
+#endif
+}
+
+/* ---- formats --------------------------------------------------------- */
+
+/* Whether fmt is one of the four quantised formats. */
+QCOLL_HD int qcoll__codec_valid(qcoll_quant_t fmt) {
+  return fmt == QCOLL_QUANT_FP8 || fmt == QCOLL_QUANT_INT8 || fmt == QCOLL_QUANT_INT6 ||
+         fmt == QCOLL_QUANT_INT4;
+}
+
+/* R: the end of the signed range the group's amax maps onto; 0 for formats
+ * that are not quantised. */
+QCOLL_HD uint32_t qcoll__codec_range(qcoll_quant_t fmt) {
+  switch (fmt) {
+  case QCOLL_QUANT_FP8: return 448;
+  case QCOLL_QUANT_INT8: return 127;
+  case QCOLL_QUANT_INT6: return 31;
+  case QCOLL_QUANT_INT4: return 7;
+  default: return 0;
+  }
+}
+
+/* Bits per code. */
+QCOLL_HD uint32_t qcoll__codec_code_bits(qcoll_quant_t fmt) {
+  switch (fmt) {
+  case QCOLL_QUANT_FP8:
+  case QCOLL_QUANT_INT8: return 8;
+  case QCOLL_QUANT_INT6: return 6;
+  case QCOLL_QUANT_INT4: return 4;
+  default: return 0;
+  }
+}
+
+/* Bytes of one encoded group (scale + codes): 36, 28, 20, 36; 0 for a
+ * format that is not quantised. */
+QCOLL_HD uint32_t qcoll__codec_group_bytes(qcoll_quant_t fmt) {
+  uint32_t bits = qcoll__codec_code_bits(fmt);
+  return bits ? QCOLL_CODEC_SCALE_BYTES + QCOLL_CODEC_GROUP * bits / 8 : 0;
+}
+
+/* Number of groups holding n values. */
+QCOLL_HD size_t qcoll__codec_groups(size_t n) {
+  return n / QCOLL_CODEC_GROUP + (n % QCOLL_CODEC_GROUP != 0);
+}
+
+/* Bytes of n encoded values: whole groups, the last one zero-padded. */
+QCOLL_HD size_t qcoll__codec_encoded_bytes(qcoll_quant_t fmt, size_t n) {
+  return qcoll__codec_groups(n) * qcoll__codec_group_bytes(fmt);
+}
+
+/* The code every element of an all-zero or non-finite group gets. */
+QCOLL_HD uint32_t qcoll__codec_zero_code(qcoll_quant_t fmt) {
+  return fmt == QCOLL_QUANT_FP8 ? 0u : qcoll__codec_range(fmt);
+}
+
+/* ---- FP8 e4m3 ---------------------------------------------------------- */
+
+/* e4m3 byte of a finite f32, rounded half to even, saturating at 448, with
+ * no negative zero.  Integer and exact float operations only. */
+QCOLL_HD uint32_t qcoll__codec_e4m3_from_f32(float t) {
+  uint32_t u = qcoll__codec_f32_to_bits(t);
+  uint32_t sign = (u >> 24) & 0x80u;
+  uint32_t a = u & 0x7fffffffu;
+  uint32_t mag;
+  if (a >= 0x43e00000u) { /* >= 448 */
+    mag = 0x7eu;
+  } else if (a < 0x3c800000u) { /* < 2^-6: subnormal, steps of 2^-9 */
+    /* |t| * 2^9 is exact and < 8; rounding it gives the mantissa, and 8
+     * carries into the smallest normal (0x08) by itself. */
+    mag = (uint32_t)qcoll__codec_rint(qcoll__codec_mul(qcoll__codec_bits_to_f32(a), 512.0f));
+  } else {
+    /* Rebias the exponent (127 -> 7) and round the 23-bit mantissa to 3
+     * bits, half to even; a mantissa carry bumps the exponent, and < 448
+     * never rounds past 448 (0x7e). */
+    uint32_t r = a - (120u << 23);
+    mag = (r + 0x7ffffu + ((r >> 20) & 1u)) >> 20;
+  }
+  return mag ? (sign | mag) : 0u;
+}
+
+/* Exact f32 value of an e4m3 byte; NaN (canonical) for 0x7f and 0xff. */
+QCOLL_HD float qcoll__codec_e4m3_to_f32(uint32_t code) {
+  uint32_t sign = (code & 0x80u) << 24;
+  uint32_t exp = (code >> 3) & 0xfu;
+  uint32_t man = code & 0x7u;
+  if ((code & 0x7fu) == 0x7fu) return qcoll__codec_bits_to_f32(QCOLL_CODEC_NAN_BITS);
+  if (exp == 0) { /* man * 2^-9 */
+    float v = qcoll__codec_mul((float)man, 0.001953125f);
+    return qcoll__codec_bits_to_f32(qcoll__codec_f32_to_bits(v) | sign);
+  }
+  return qcoll__codec_bits_to_f32(sign | ((exp + 120u) << 23) | (man << 20));
+}
+
+/* ---- scales ------------------------------------------------------------ */
+
+/* |x| as the bit pattern whose unsigned maximum over a group is amax. */
+QCOLL_HD uint32_t qcoll__codec_abs_bits(float x) {
+  return qcoll__codec_f32_to_bits(x) & 0x7fffffffu;
+}
+
+/* What encoding a group needs, derived from its amax bits. */
+typedef struct qcoll__codec_enc {
+  uint32_t stored; /* the scale written to the group: amax, or NaN bits */
+  float pre;       /* p: 1 or 2^64 */
+  float inv;       /* fl(R / (amax * p)); 0 for all-zero and non-finite */
+  int nonfinite;   /* the group held inf or NaN: every code is the zero code */
+} qcoll__codec_enc_t;
+
+QCOLL_HD qcoll__codec_enc_t qcoll__codec_enc_scale(qcoll_quant_t fmt, uint32_t amax_bits) {
+  qcoll__codec_enc_t s;
+  float amax = qcoll__codec_bits_to_f32(amax_bits);
+  s.nonfinite = amax_bits >= QCOLL_CODEC_INF_BITS;
+  s.stored = s.nonfinite ? QCOLL_CODEC_NAN_BITS : amax_bits;
+  s.pre = amax_bits < QCOLL_CODEC_TINY_BITS ? 18446744073709551616.0f : 1.0f;
+  s.inv = (amax_bits == 0 || s.nonfinite)
+              ? 0.0f
+              : qcoll__codec_div((float)qcoll__codec_range(fmt), qcoll__codec_mul(amax, s.pre));
+  return s;
+}
+
+/* What decoding a group needs, derived from its stored scale. */
+typedef struct qcoll__codec_dec {
+  float amax; /* the clamp bound */
+  float step; /* fl(amax * p / R) */
+  float post; /* 1 / p: 1 or 2^-64 */
+  int nonfinite;
+} qcoll__codec_dec_t;
+
+QCOLL_HD qcoll__codec_dec_t qcoll__codec_dec_scale(qcoll_quant_t fmt, uint32_t stored) {
+  qcoll__codec_dec_t s;
+  uint32_t bits = stored & 0x7fffffffu;
+  int tiny = bits < QCOLL_CODEC_TINY_BITS;
+  s.nonfinite = bits >= QCOLL_CODEC_INF_BITS;
+  s.amax = qcoll__codec_bits_to_f32(bits);
+  s.post = tiny ? 5.42101086242752217e-20f /* 2^-64 */ : 1.0f;
+  s.step = s.nonfinite ? 0.0f
+                       : qcoll__codec_div(qcoll__codec_mul(s.amax, tiny ? 18446744073709551616.0f : 1.0f),
+                                          (float)qcoll__codec_range(fmt));
+  return s;
+}
+
+/* ---- one element ------------------------------------------------------- */
+
+/* Code of x (|x| <= the amax the scale was made from).  INT: 0..2R; FP8:
+ * the e4m3 byte. */
+QCOLL_HD uint32_t qcoll__codec_encode_lane(qcoll_quant_t fmt, float x, qcoll__codec_enc_t s) {
+  if (s.nonfinite) return qcoll__codec_zero_code(fmt);
+  float t = qcoll__codec_mul(qcoll__codec_mul(x, s.pre), s.inv);
+  if (fmt == QCOLL_QUANT_FP8) return qcoll__codec_e4m3_from_f32(t);
+  float r = (float)qcoll__codec_range(fmt);
+  /* Clamping before rounding equals clamping after: R is an integer. */
+  t = t > r ? r : (t < -r ? -r : t);
+  return (uint32_t)(qcoll__codec_rint(t) + (int32_t)qcoll__codec_range(fmt));
+}
+
+/* Value of a code. */
+QCOLL_HD float qcoll__codec_decode_lane(qcoll_quant_t fmt, uint32_t code, qcoll__codec_dec_t s) {
+  float v;
+  if (s.nonfinite) return qcoll__codec_bits_to_f32(QCOLL_CODEC_NAN_BITS);
+  if (fmt == QCOLL_QUANT_FP8) {
+    /* Never produced by the encoder; canonical NaN, not whatever payload
+     * host or device arithmetic would pass on. */
+    if ((code & 0x7fu) == 0x7fu) return qcoll__codec_bits_to_f32(QCOLL_CODEC_NAN_BITS);
+    v = qcoll__codec_e4m3_to_f32(code);
+  } else {
+    v = (float)((int32_t)code - (int32_t)qcoll__codec_range(fmt));
+  }
+  float y = qcoll__codec_mul(qcoll__codec_mul(v, s.step), s.post);
+  return y > s.amax ? s.amax : (y < -s.amax ? -s.amax : y);
+}
+
+/* ---- packing ----------------------------------------------------------- */
+
+QCOLL_HD void qcoll__codec_store_scale(uint8_t *group, uint32_t bits) {
+  group[0] = (uint8_t)bits;
+  group[1] = (uint8_t)(bits >> 8);
+  group[2] = (uint8_t)(bits >> 16);
+  group[3] = (uint8_t)(bits >> 24);
+}
+
+QCOLL_HD uint32_t qcoll__codec_load_scale(const uint8_t *group) {
+  return (uint32_t)group[0] | (uint32_t)group[1] << 8 | (uint32_t)group[2] << 16 |
+         (uint32_t)group[3] << 24;
+}
+
+/* Pack 32 codes at dst (group + 4). */
+QCOLL_HD void qcoll__codec_pack(qcoll_quant_t fmt, const uint32_t codes[QCOLL_CODEC_GROUP],
+                                uint8_t *dst) {
+  int i;
+  switch (fmt) {
+  case QCOLL_QUANT_FP8:
+  case QCOLL_QUANT_INT8:
+    for (i = 0; i < QCOLL_CODEC_GROUP; i++) dst[i] = (uint8_t)codes[i];
+    break;
+  case QCOLL_QUANT_INT6:
+    for (i = 0; i < QCOLL_CODEC_GROUP / 4; i++) {
+      uint32_t w = codes[4 * i] | codes[4 * i + 1] << 6 | codes[4 * i + 2] << 12 |
+                   codes[4 * i + 3] << 18;
+      dst[3 * i] = (uint8_t)w;
+      dst[3 * i + 1] = (uint8_t)(w >> 8);
+      dst[3 * i + 2] = (uint8_t)(w >> 16);
+    }
+    break;
+  case QCOLL_QUANT_INT4:
+    for (i = 0; i < QCOLL_CODEC_GROUP / 2; i++)
+      dst[i] = (uint8_t)(codes[2 * i] | codes[2 * i + 1] << 4);
+    break;
+  default: break;
+  }
+}
+
+/* Code of element i (0..31) of the codes at src (group + 4). */
+QCOLL_HD uint32_t qcoll__codec_unpack_one(qcoll_quant_t fmt, const uint8_t *src, int i) {
+  switch (fmt) {
+  case QCOLL_QUANT_FP8:
+  case QCOLL_QUANT_INT8: return src[i];
+  case QCOLL_QUANT_INT6: {
+    const uint8_t *b = src + 3 * (i >> 2);
+    uint32_t w = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16;
+    return (w >> (6 * (i & 3))) & 0x3fu;
+  }
+  case QCOLL_QUANT_INT4: return (src[i >> 1] >> (4 * (i & 1))) & 0xfu;
+  default: return 0;
+  }
+}
+
+/* ---- whole groups and buffers ----------------------------------------- */
+
+/* Encode 32 values into one group of qcoll__codec_group_bytes(fmt) bytes. */
+QCOLL_HD void qcoll__codec_encode_group(qcoll_quant_t fmt, const float in[QCOLL_CODEC_GROUP],
+                                        uint8_t *out) {
+  uint32_t amax_bits = 0, codes[QCOLL_CODEC_GROUP];
+  int i;
+  if (!qcoll__codec_valid(fmt)) return;
+  for (i = 0; i < QCOLL_CODEC_GROUP; i++) {
+    uint32_t b = qcoll__codec_abs_bits(in[i]);
+    amax_bits = b > amax_bits ? b : amax_bits;
+  }
+  qcoll__codec_enc_t s = qcoll__codec_enc_scale(fmt, amax_bits);
+  for (i = 0; i < QCOLL_CODEC_GROUP; i++) codes[i] = qcoll__codec_encode_lane(fmt, in[i], s);
+  qcoll__codec_store_scale(out, s.stored);
+  qcoll__codec_pack(fmt, codes, out + QCOLL_CODEC_SCALE_BYTES);
+}
+
+/* Decode the first n (<= 32) values of one group. */
+QCOLL_HD void qcoll__codec_decode_group_n(qcoll_quant_t fmt, const uint8_t *in, float *out,
+                                          int n) {
+  int i;
+  if (!qcoll__codec_valid(fmt)) return;
+  qcoll__codec_dec_t s = qcoll__codec_dec_scale(fmt, qcoll__codec_load_scale(in));
+  for (i = 0; i < n; i++)
+    out[i] = qcoll__codec_decode_lane(
+        fmt, qcoll__codec_unpack_one(fmt, in + QCOLL_CODEC_SCALE_BYTES, i), s);
+}
+
+/* Decode one group into 32 values. */
+QCOLL_HD void qcoll__codec_decode_group(qcoll_quant_t fmt, const uint8_t *in,
+                                        float out[QCOLL_CODEC_GROUP]) {
+  qcoll__codec_decode_group_n(fmt, in, out, QCOLL_CODEC_GROUP);
+}
+
+/* Encode n values into qcoll__codec_encoded_bytes(fmt, n) bytes. */
+QCOLL_HD void qcoll__codec_encode(qcoll_quant_t fmt, const float *in, size_t n, uint8_t *out) {
+  size_t g, full = n / QCOLL_CODEC_GROUP, rest = n % QCOLL_CODEC_GROUP;
+  uint32_t gb = qcoll__codec_group_bytes(fmt);
+  if (!gb) return;
+  for (g = 0; g < full; g++)
+    qcoll__codec_encode_group(fmt, in + g * QCOLL_CODEC_GROUP, out + g * gb);
+  if (rest) {
+    float pad[QCOLL_CODEC_GROUP];
+    size_t i;
+    for (i = 0; i < QCOLL_CODEC_GROUP; i++) pad[i] = i < rest ? in[full * QCOLL_CODEC_GROUP + i] : 0.0f;
+    qcoll__codec_encode_group(fmt, pad, out + full * gb);
+  }
+}
+
+/* Decode n values from qcoll__codec_encoded_bytes(fmt, n) bytes. */
+QCOLL_HD void qcoll__codec_decode(qcoll_quant_t fmt, const uint8_t *in, size_t n, float *out) {
+  size_t g, groups = qcoll__codec_groups(n);
+  uint32_t gb = qcoll__codec_group_bytes(fmt);
+  if (!gb) return;
+  for (g = 0; g < groups; g++) {
+    size_t left = n - g * QCOLL_CODEC_GROUP;
+    qcoll__codec_decode_group_n(fmt, in + g * gb, out + g * QCOLL_CODEC_GROUP,
+                                left < QCOLL_CODEC_GROUP ? (int)left : QCOLL_CODEC_GROUP);
+  }
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+/* ---- one group per warp (device only) ---------------------------------- */
+
+#if defined(__CUDACC__)
+/* All 32 lanes of the warp must call these together (full mask); lane is
+ * the caller's lane (threadIdx.x & 31 for 1-D blocks).  Lane i encodes
+ * element i of the group at `group`. */
+static __device__ __forceinline__ uint32_t qcoll__codec_warp_max(uint32_t v) {
+#if __CUDA_ARCH__ >= 800
+  return __reduce_max_sync(0xffffffffu, v);
+#else
+  for (int o = 16; o > 0; o >>= 1) {
+    uint32_t w = __shfl_xor_sync(0xffffffffu, v, o);
+    v = w > v ? w : v;
+  }
+  return v;
+#endif
+}
+
+static __device__ __forceinline__ void qcoll__codec_warp_encode(qcoll_quant_t fmt, float x,
+                                                                int lane, uint8_t *group) {
+  uint32_t amax_bits = qcoll__codec_warp_max(qcoll__codec_abs_bits(x));
+  qcoll__codec_enc_t s = qcoll__codec_enc_scale(fmt, amax_bits);
+  uint32_t c = qcoll__codec_encode_lane(fmt, x, s);
+  uint8_t *codes = group + QCOLL_CODEC_SCALE_BYTES;
+  if (lane == 0) qcoll__codec_store_scale(group, s.stored);
+  if (fmt == QCOLL_QUANT_INT4) {
+    uint32_t odd = __shfl_down_sync(0xffffffffu, c, 1);
+    if ((lane & 1) == 0) codes[lane >> 1] = (uint8_t)(c | odd << 4);
+  } else if (fmt == QCOLL_QUANT_INT6) {
+    uint32_t w = c << (6 * (lane & 3));
+    w |= __shfl_xor_sync(0xffffffffu, w, 1);
+    w |= __shfl_xor_sync(0xffffffffu, w, 2);
+    if ((lane & 3) != 3) codes[3 * (lane >> 2) + (lane & 3)] = (uint8_t)(w >> (8 * (lane & 3)));
+  } else {
+    codes[lane] = (uint8_t)c;
+  }
+}
+
+/* Lane i gets element i of the group at `group`. */
+static __device__ __forceinline__ float qcoll__codec_warp_decode(qcoll_quant_t fmt,
+                                                                 const uint8_t *group, int lane) {
+  qcoll__codec_dec_t s = qcoll__codec_dec_scale(fmt, qcoll__codec_load_scale(group));
+  return qcoll__codec_decode_lane(
+      fmt, qcoll__codec_unpack_one(fmt, group + QCOLL_CODEC_SCALE_BYTES, lane), s);
+}
+#endif /* __CUDACC__ */
+
+#endif

@@ -1,0 +1,498 @@
+/*
+ * One-shot and two-shot all-reduce over CUDA IPC peer memory.
+ *
+ * Algorithm.  Every rank of the communicator maps every other rank's IPC
+ * buffer (launch.h gives its layout).  A launch handles at most one data
+ * region of elements; larger messages are a host loop of launches, each
+ * self-contained.  The elements are cut into 16-byte packs and the packs
+ * into one contiguous range per block; block b of every rank handles the
+ * same range, so blocks only ever wait on peer blocks of the same index.
+ *
+ *  one-shot:  copy my input range into my region 0;  barrier 0;  read the
+ *             range from every rank's region 0, reduce, write my output;
+ *             barrier 1 (closing: nobody reads my region 0 any more, so the
+ *             next launch may overwrite it).
+ *  two-shot:  copy my input range into my region 0;  barrier 0;  the range
+ *             is cut into nranks segments and rank r reduces segment r from
+ *             every rank's region 0 into its own region 1;  barrier 1;
+ *             everyone copies every segment from its owner's region 1 to
+ *             its output.  No closing barrier is needed: my region 0 is
+ *             read by peers only before they arrive at barrier 1, which this
+ *             launch waits for, and my region 1 is written by the next
+ *             launch only after its barrier 0, which every peer reaches
+ *             only once its kernel for this launch has finished (launches
+ *             of a communicator are stream-ordered on every rank).
+ *
+ * Reductions load every rank's pack, convert to fp32 and combine them in
+ * rank order 0..n-1, then round once to the element type: every rank
+ * computes the same operations on the same values, so results are bitwise
+ * identical on all ranks.
+ *
+ * Synchronisation protocol.  Each block has an epoch counter in device
+ * memory (this rank's buffer).  Thread 0 reads it at kernel start and the
+ * launch uses e = counter + 1 (0 skipped on wrap, so zeroed flags never
+ * match) for every flag it writes; thread 0 stores e back at the end.  The
+ * kernel advances the epoch, never the host, so a captured graph replays
+ * correctly: nothing that changes between calls is a kernel argument.  A
+ * barrier of phase p in block b: __syncthreads; thread t < nranks (t !=
+ * rank) issues a system-scope fence and a release store of e into peer t's
+ * slot [b][rank][p], then spins with acquire loads on its own slot
+ * [b][t][p] until it equals e.  Because every rank's block b runs the same
+ * sequence of launches, their epochs advance in lockstep; a slot is never
+ * rewritten before its reader has consumed it, since the writer would first
+ * need a later flag from that reader.  Flag and data regions are fixed per
+ * phase, independent of message and grid size.
+ *
+ * Every wait has a deadline (timeout_ns, measured with %globaltimer) and
+ * also stops when the host raises the host-mapped abort word
+ * (qcoll_comm_abort) or a peer writes this rank's abort word.  On expiry or
+ * local abort the block writes a description into the host-mapped error
+ * word, writes its rank into every peer's abort word (so they stop waiting
+ * and report a peer failure instead of timing out one after another) and
+ * returns.
+ *
+ * Requirements.  All blocks of all ranks that share a GPU must be resident
+ * at once (a block spinning on a peer block that cannot be scheduled would
+ * deadlock): the host caps the grid at the GPU's resident blocks divided by
+ * the ranks on that GPU, and at QCOLL_IPC_MAX_BLOCKS.  Every rank makes the
+ * same launches (count, dtype, op, algorithm) in the same order on one
+ * stream, so grids and ranges agree.
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "launch.h"
+
+namespace {
+
+constexpr int kThreads = 512;
+constexpr int kPackBytes = 16;
+/* Two blocks per SM keep enough blocks resident for 8 ranks on one GPU. */
+constexpr int kMinBlocksPerSm = 2;
+
+/* ---- element types: fp32 accumulation, one rounding at the end ------- */
+
+template <typename T>
+struct Elem;
+template <>
+struct Elem<float> {
+  static __device__ __forceinline__ float to_f32(float x) { return x; }
+  static __device__ __forceinline__ float from_f32(float x) { return x; }
+};
+template <>
+struct Elem<__half> {
+  static __device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
+  static __device__ __forceinline__ __half from_f32(float x) { return __float2half_rn(x); }
+};
+template <>
+struct Elem<__nv_bfloat16> {
+  static __device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+  static __device__ __forceinline__ __nv_bfloat16 from_f32(float x) { return __float2bfloat16_rn(x); }
+};
+
+struct OpSum {
+  static __device__ __forceinline__ float apply(float a, float b) { return a + b; }
+};
+struct OpMin {
+  static __device__ __forceinline__ float apply(float a, float b) { return fminf(a, b); }
+};
+struct OpMax {
+  static __device__ __forceinline__ float apply(float a, float b) { return fmaxf(a, b); }
+};
+
+/* 16 bytes of elements. */
+template <typename T>
+struct Pack {
+  static constexpr int kElems = kPackBytes / sizeof(T);
+  uint4 raw;
+  __device__ __forceinline__ T get(int j) const { return reinterpret_cast<const T *>(&raw)[j]; }
+  __device__ __forceinline__ void set(int j, T v) { reinterpret_cast<T *>(&raw)[j] = v; }
+};
+
+/* ---- memory-model primitives ------------------------------------------ */
+
+__device__ __forceinline__ uint64_t global_timer_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ void store_release_sys(uint32_t *p, uint32_t v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void store_relaxed_sys(uint32_t *p, uint32_t v) {
+  asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void store_relaxed_sys_u64(unsigned long long *p,
+                                                      unsigned long long v) {
+  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ uint32_t load_acquire_sys(const uint32_t *p) {
+  uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ unsigned long long load_relaxed_sys_u64(
+    const unsigned long long *p) {
+  unsigned long long v;
+  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ uint32_t load_relaxed_sys(const uint32_t *p) {
+  uint32_t v;
+  asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+/* ---- block state, barriers, deadlines ---------------------------------- */
+
+struct BlockState {
+  char *bases[QCOLL_IPC_MAX_RANKS]; /* the view's, in shared memory: indexed
+                                       by a run-time rank without a local
+                                       copy of the kernel parameters */
+  uint32_t epoch;
+  int failed; /* set by any thread whose wait failed; read after a barrier */
+};
+
+__device__ __forceinline__ uint32_t *flag_slot(const BlockState *s, int owner, int writer,
+                                               int phase) {
+  return reinterpret_cast<uint32_t *>(s->bases[owner] + QCOLL_IPC_FLAGS_OFFSET) +
+         qcoll__ipc_flag_index(blockIdx.x, writer, phase);
+}
+__device__ __forceinline__ uint32_t *abort_word(const BlockState *s, int owner) {
+  return reinterpret_cast<uint32_t *>(s->bases[owner] + QCOLL_IPC_ABORT_OFFSET);
+}
+__device__ __forceinline__ uint32_t *epoch_counter(const qcoll__ipc_view_t &v,
+                                                   const BlockState *s) {
+  return reinterpret_cast<uint32_t *>(s->bases[v.rank] + QCOLL_IPC_EPOCHS_OFFSET) + blockIdx.x;
+}
+
+__device__ __forceinline__ void report_failure(const qcoll__ipc_view_t &v, const BlockState *s,
+                               unsigned kind, int peer, int phase) {
+  store_relaxed_sys_u64(v.error_word,
+                        qcoll__ipc_err_encode(kind, v.rank, peer, blockIdx.x, phase));
+  if (kind != QCOLL_IPC_ERR_PEER_ABORTED)
+    for (int p = 0; p < v.nranks; p++)
+      if (p != v.rank) store_relaxed_sys(abort_word(s, p), (uint32_t)v.rank + 1u);
+  __threadfence_system();
+}
+
+/* Spin until *slot == epoch.  False (after reporting) when the deadline
+ * passes, a peer aborted, or another thread of the block already failed. */
+__device__ __forceinline__ bool wait_flag(const qcoll__ipc_view_t &v, BlockState *s, const uint32_t *slot,
+                          int peer, int phase) {
+  const uint32_t epoch = s->epoch;
+  volatile int *block_failed = &s->failed;
+  uint64_t start = 0;
+  for (uint32_t spins = 0;; spins++) {
+    if (load_acquire_sys(slot) == epoch) return true;
+    if ((spins & 63u) != 63u) continue;
+    uint64_t now = global_timer_ns();
+    if (start == 0) start = now;
+    if (now - start > v.timeout_ns) {
+      report_failure(v, s, QCOLL_IPC_ERR_TIMEOUT, peer, phase);
+      return false;
+    }
+    if (load_relaxed_sys_u64(v.host_abort) != 0) {
+      report_failure(v, s, QCOLL_IPC_ERR_ABORTED, peer, phase);
+      return false;
+    }
+    uint32_t aborted_by = load_relaxed_sys(abort_word(s, v.rank));
+    if (aborted_by != 0) {
+      report_failure(v, s, QCOLL_IPC_ERR_PEER_ABORTED, (int)aborted_by - 1, phase);
+      return false;
+    }
+    if (*block_failed) return false;
+    /* Long waits (ranks time-sliced on one GPU) need not hog issue slots. */
+    if (spins > 65536u) __nanosleep(256);
+  }
+}
+
+/* Barrier of this block with the same block of every peer.  Returns false
+ * when the launch must stop (the failure is already reported). */
+__device__ __forceinline__ bool block_barrier(const qcoll__ipc_view_t &v, int phase, BlockState *s) {
+  __syncthreads(); /* the block's earlier writes happen before the flag */
+  const int t = threadIdx.x;
+  if (t < v.nranks && t != v.rank) {
+    __threadfence_system();
+    store_release_sys(flag_slot(s, t, v.rank, phase), s->epoch);
+    if (!wait_flag(v, s, flag_slot(s, v.rank, t, phase), t, phase)) s->failed = 1;
+  }
+  __syncthreads(); /* the acquires happen before the block's later reads */
+  return !s->failed;
+}
+
+__device__ __forceinline__ void block_begin(const qcoll__ipc_view_t &v, BlockState *s) {
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int p = 0; p < QCOLL_IPC_MAX_RANKS; p++) s->bases[p] = v.bases[p];
+    uint32_t e = *epoch_counter(v, s) + 1u;
+    if (e == 0) e = 1; /* zero is what unwritten flags hold */
+    s->epoch = e;
+    s->failed = 0;
+  }
+  __syncthreads();
+}
+
+__device__ __forceinline__ void block_end(const qcoll__ipc_view_t &v, const BlockState *s) {
+  if (threadIdx.x == 0) *epoch_counter(v, s) = s->epoch;
+}
+
+/* ---- data movement ---------------------------------------------------- */
+
+/* This block's pack range [begin, end) of `packs`. */
+__device__ __forceinline__ void block_range(size_t packs, size_t *begin, size_t *end) {
+  size_t per_block = (packs + gridDim.x - 1) / gridDim.x;
+  size_t b = per_block * blockIdx.x;
+  *begin = b < packs ? b : packs;
+  *end = b + per_block < packs ? b + per_block : packs;
+}
+
+__device__ __forceinline__ char *region(const qcoll__ipc_view_t &v, const BlockState *s,
+                                        int owner, int index) {
+  return s->bases[owner] + QCOLL_IPC_HEADER_BYTES + (size_t)index * v.region_bytes;
+}
+
+/* Pack i of the user's buffer: one 16-byte load when aligned and whole,
+ * else element by element (zeros past count). */
+template <typename T>
+__device__ __forceinline__ Pack<T> load_user(const T *src, size_t i, size_t count,
+                                             bool aligned) {
+  constexpr int E = Pack<T>::kElems;
+  Pack<T> p;
+  size_t first = i * E;
+  if (aligned && first + E <= count) {
+    p.raw = *reinterpret_cast<const uint4 *>(src + first);
+  } else {
+    p.raw = make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int j = 0; j < E; j++)
+      if (first + j < count) p.set(j, src[first + j]);
+  }
+  return p;
+}
+
+template <typename T>
+__device__ __forceinline__ void store_user(T *dst, size_t i, size_t count, bool aligned,
+                                           const Pack<T> &p) {
+  constexpr int E = Pack<T>::kElems;
+  size_t first = i * E;
+  if (aligned && first + E <= count) {
+    *reinterpret_cast<uint4 *>(dst + first) = p.raw;
+  } else {
+#pragma unroll
+    for (int j = 0; j < E; j++)
+      if (first + j < count) dst[first + j] = p.get(j);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void copy_in(const qcoll__ipc_view_t &v, const BlockState *s, const T *src,
+                        size_t count, size_t begin, size_t end) {
+  const bool aligned = (reinterpret_cast<uintptr_t>(src) % kPackBytes) == 0;
+  uint4 *mine = reinterpret_cast<uint4 *>(region(v, s, v.rank, 0));
+  for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x)
+    mine[i] = load_user(src, i, count, aligned).raw;
+}
+
+/* Pack i reduced over every rank's region 0, in rank order.  All loads are
+ * issued before the first add.  Loads bypass L1 (peers wrote the data). */
+template <typename T, typename Op>
+__device__ __forceinline__ Pack<T> reduce_pack(const qcoll__ipc_view_t &v, const BlockState *s,
+                                               size_t i) {
+  constexpr int E = Pack<T>::kElems;
+  uint4 in[QCOLL_IPC_MAX_RANKS];
+#pragma unroll
+  for (int p = 0; p < QCOLL_IPC_MAX_RANKS; p++)
+    if (p < v.nranks) in[p] = __ldcg(reinterpret_cast<const uint4 *>(region(v, s, p, 0)) + i);
+  float acc[E];
+  Pack<T> x;
+  x.raw = in[0];
+#pragma unroll
+  for (int j = 0; j < E; j++) acc[j] = Elem<T>::to_f32(x.get(j));
+#pragma unroll
+  for (int p = 1; p < QCOLL_IPC_MAX_RANKS; p++) {
+    if (p < v.nranks) {
+      x.raw = in[p];
+#pragma unroll
+      for (int j = 0; j < E; j++) acc[j] = Op::apply(acc[j], Elem<T>::to_f32(x.get(j)));
+    }
+  }
+  Pack<T> out;
+#pragma unroll
+  for (int j = 0; j < E; j++) out.set(j, Elem<T>::from_f32(acc[j]));
+  return out;
+}
+
+/* ---- kernels ------------------------------------------------------------ */
+
+template <typename T, typename Op>
+__global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
+    oneshot_kernel(qcoll__ipc_view_t v, const T *send, T *recv, size_t count) {
+  __shared__ BlockState s;
+  block_begin(v, &s);
+  const size_t packs = (count + Pack<T>::kElems - 1) / Pack<T>::kElems;
+  size_t begin, end;
+  block_range(packs, &begin, &end);
+
+  copy_in(v, &s, send, count, begin, end);
+  if (!block_barrier(v, 0, &s)) return;
+
+  const bool aligned = (reinterpret_cast<uintptr_t>(recv) % kPackBytes) == 0;
+  for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x)
+    store_user(recv, i, count, aligned, reduce_pack<T, Op>(v, &s, i));
+  if (!block_barrier(v, 1, &s)) return;
+  block_end(v, &s);
+}
+
+template <typename T, typename Op>
+__global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
+    twoshot_kernel(qcoll__ipc_view_t v, const T *send, T *recv, size_t count) {
+  __shared__ BlockState s;
+  block_begin(v, &s);
+  const size_t packs = (count + Pack<T>::kElems - 1) / Pack<T>::kElems;
+  size_t begin, end;
+  block_range(packs, &begin, &end);
+  const size_t len = end - begin;
+  const int n = v.nranks;
+
+  copy_in(v, &s, send, count, begin, end);
+  if (!block_barrier(v, 0, &s)) return;
+
+  /* My segment, reduced into my region 1. */
+  {
+    size_t seg_begin = begin + len * (size_t)v.rank / (size_t)n;
+    size_t seg_end = begin + len * (size_t)(v.rank + 1) / (size_t)n;
+    uint4 *result = reinterpret_cast<uint4 *>(region(v, &s, v.rank, 1));
+    for (size_t i = seg_begin + threadIdx.x; i < seg_end; i += blockDim.x)
+      result[i] = reduce_pack<T, Op>(v, &s, i).raw;
+  }
+  if (!block_barrier(v, 1, &s)) return;
+
+  /* Every segment from its owner, starting with mine so that ranks do not
+   * all read owner 0 first. */
+  const bool aligned = (reinterpret_cast<uintptr_t>(recv) % kPackBytes) == 0;
+  for (int k = 0; k < n; k++) {
+    int owner = (v.rank + k) % n;
+    size_t seg_begin = begin + len * (size_t)owner / (size_t)n;
+    size_t seg_end = begin + len * (size_t)(owner + 1) / (size_t)n;
+    const uint4 *result = reinterpret_cast<const uint4 *>(region(v, &s, owner, 1));
+    for (size_t i = seg_begin + threadIdx.x; i < seg_end; i += blockDim.x) {
+      Pack<T> p;
+      p.raw = __ldcg(result + i);
+      store_user(recv, i, count, aligned, p);
+    }
+  }
+  block_end(v, &s);
+}
+
+/* ---- dispatch ------------------------------------------------------------ */
+
+typedef void (*kernel_fn)(qcoll__ipc_view_t, const void *, void *, size_t);
+
+template <typename T, typename Op>
+kernel_fn pick_algo(qcoll__ipc_algo_t algo) {
+  return algo == QCOLL_IPC_ONESHOT
+             ? reinterpret_cast<kernel_fn>(oneshot_kernel<T, Op>)
+             : reinterpret_cast<kernel_fn>(twoshot_kernel<T, Op>);
+}
+
+template <typename T>
+kernel_fn pick_op(qcoll__ipc_algo_t algo, qcoll_op_t op) {
+  switch (op) {
+    case QCOLL_SUM: return pick_algo<T, OpSum>(algo);
+    case QCOLL_MIN: return pick_algo<T, OpMin>(algo);
+    case QCOLL_MAX: return pick_algo<T, OpMax>(algo);
+    default: return nullptr;
+  }
+}
+
+kernel_fn pick_kernel(qcoll__ipc_algo_t algo, qcoll_dtype_t dtype, qcoll_op_t op) {
+  if (algo != QCOLL_IPC_ONESHOT && algo != QCOLL_IPC_TWOSHOT) return nullptr;
+  switch (dtype) {
+    case QCOLL_F16: return pick_op<__half>(algo, op);
+    case QCOLL_BF16: return pick_op<__nv_bfloat16>(algo, op);
+    case QCOLL_F32: return pick_op<float>(algo, op);
+    default: return nullptr;
+  }
+}
+
+size_t elem_bytes(qcoll_dtype_t dtype) {
+  switch (dtype) {
+    case QCOLL_F16:
+    case QCOLL_BF16: return 2;
+    case QCOLL_F32: return 4;
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+extern "C" int qcoll__cuda_all_reduce_supported(qcoll_dtype_t dtype, qcoll_op_t op) {
+  return pick_kernel(QCOLL_IPC_ONESHOT, dtype, op) != nullptr;
+}
+
+extern "C" size_t qcoll__cuda_all_reduce_chunk_elems(const qcoll__ipc_view_t *view,
+                                                     qcoll_dtype_t dtype) {
+  size_t es = elem_bytes(dtype);
+  return es ? view->region_bytes / es : 0;
+}
+
+extern "C" int qcoll__cuda_all_reduce_grid(const qcoll__ipc_view_t *view,
+                                           qcoll__ipc_algo_t algo, size_t count,
+                                           qcoll_dtype_t dtype) {
+  size_t bytes = count * elem_bytes(dtype);
+  size_t packs = (bytes + kPackBytes - 1) / kPackBytes;
+  /* One-shot: about one pack per thread (each reads nranks packs).
+   * Two-shot: two packs per thread, so the reduce step has work too. */
+  size_t per_block = algo == QCOLL_IPC_ONESHOT ? kThreads : 2 * kThreads;
+  size_t grid = (packs + per_block - 1) / per_block;
+  size_t limit = view->max_grid > 0 ? (size_t)view->max_grid : 1;
+  if (limit > QCOLL_IPC_MAX_BLOCKS) limit = QCOLL_IPC_MAX_BLOCKS;
+  if (grid > limit) grid = limit;
+  if (grid < 1) grid = 1;
+  return (int)grid;
+}
+
+extern "C" cudaError_t qcoll__cuda_all_reduce_launch(const qcoll__ipc_view_t *view,
+                                                     qcoll__ipc_algo_t algo,
+                                                     const void *sendbuf, void *recvbuf,
+                                                     size_t count, qcoll_dtype_t dtype,
+                                                     qcoll_op_t op, cudaStream_t stream) {
+  kernel_fn fn = pick_kernel(algo, dtype, op);
+  if (!fn || count > qcoll__cuda_all_reduce_chunk_elems(view, dtype) ||
+      view->nranks < 1 || view->nranks > QCOLL_IPC_MAX_RANKS)
+    return cudaErrorInvalidValue;
+  if (count == 0) return cudaSuccess;
+  int grid = qcoll__cuda_all_reduce_grid(view, algo, count, dtype);
+  qcoll__ipc_view_t v = *view;
+  void *args[] = {&v, &sendbuf, &recvbuf, &count};
+  /* cudaLaunchKernel reports this launch's error only, not one left over
+   * from the caller's earlier calls. */
+  return cudaLaunchKernel(reinterpret_cast<const void *>(fn), dim3(grid), dim3(kThreads),
+                          args, 0, stream);
+}
+
+extern "C" cudaError_t qcoll__cuda_all_reduce_resident_blocks(int *blocks) {
+  int dev = 0, sms = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err == cudaSuccess)
+    err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (err != cudaSuccess) return err;
+  static const qcoll_dtype_t dtypes[] = {QCOLL_F16, QCOLL_BF16, QCOLL_F32};
+  static const qcoll_op_t ops[] = {QCOLL_SUM, QCOLL_MIN, QCOLL_MAX};
+  int per_sm = 1 << 30;
+  for (int a = 0; a < 2; a++)
+    for (qcoll_dtype_t d : dtypes)
+      for (qcoll_op_t o : ops) {
+        int n = 0;
+        err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &n, reinterpret_cast<const void *>(pick_kernel((qcoll__ipc_algo_t)a, d, o)),
+            kThreads, 0);
+        if (err != cudaSuccess) return err;
+        if (n < per_sm) per_sm = n;
+      }
+  *blocks = per_sm * sms;
+  return cudaSuccess;
+}

@@ -1,0 +1,165 @@
+/*
+ * Launchers of the CUDA IPC kernels, callable from C (src/coll/cuda/*.cu
+ * defines them), and the layout of a rank's IPC buffer, which host code
+ * (the transport) and device code (the kernels) must agree on.
+ *
+ * Layout of one rank's IPC buffer (every offset fixed at init; nothing
+ * depends on the message size or the grid size):
+ *
+ *   [0, 4 KiB)        header: the abort word (a peer that gave up writes
+ *                     its rank + 1 here), scratch words for init checks,
+ *                     and the verification slots written by peers at init
+ *                     (one per writer rank)
+ *   [4 KiB, +flags)   flag slots [block][writer rank][phase], uint32 each,
+ *                     written by peers (release, system scope)
+ *   [.., +epochs)     per-block epoch counters, uint32, local to this rank
+ *   [64 KiB, ...)     QCOLL_IPC_REGIONS data regions of region_bytes each
+ *                     (region 0: inputs; region 1: two-shot results)
+ */
+#ifndef QCOLL_COLL_CUDA_LAUNCH_H
+#define QCOLL_COLL_CUDA_LAUNCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "qcoll.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Helpers below are shared by host code and kernels. */
+#ifdef __CUDACC__
+#define QCOLL_IPC_HD __host__ __device__
+#else
+#define QCOLL_IPC_HD
+#endif
+
+/* Largest world size of the IPC kernels. */
+#define QCOLL_IPC_MAX_RANKS 8
+/* Flag slots exist for this many blocks: the grid never exceeds it. */
+#define QCOLL_IPC_MAX_BLOCKS 256
+/* Barrier phases per launch (one-shot uses 2, two-shot 2; room to grow). */
+#define QCOLL_IPC_PHASES 4
+/* Data regions: inputs, two-shot results. */
+#define QCOLL_IPC_REGIONS 2
+
+#define QCOLL_IPC_ABORT_OFFSET 0
+#define QCOLL_IPC_SCRATCH_OFFSET 64 /* QCOLL_IPC_MAX_RANKS uint32, local */
+#define QCOLL_IPC_PROBE_OFFSET 256
+#define QCOLL_IPC_PROBE_WORDS 32 /* uint32 words written by each writer */
+#define QCOLL_IPC_PROBE_BYTES (QCOLL_IPC_MAX_RANKS * QCOLL_IPC_PROBE_WORDS * 4)
+#define QCOLL_IPC_FLAGS_OFFSET 4096
+#define QCOLL_IPC_FLAGS_BYTES \
+  (QCOLL_IPC_MAX_BLOCKS * QCOLL_IPC_MAX_RANKS * QCOLL_IPC_PHASES * 4)
+#define QCOLL_IPC_EPOCHS_OFFSET (QCOLL_IPC_FLAGS_OFFSET + QCOLL_IPC_FLAGS_BYTES)
+#define QCOLL_IPC_EPOCHS_BYTES (QCOLL_IPC_MAX_BLOCKS * 4)
+/* Everything above is zeroed at init; data regions start here. */
+#define QCOLL_IPC_HEADER_BYTES (64 * 1024)
+/* Region sizes are multiples of this, so chunk boundaries keep the user
+ * pointers' alignment. */
+#define QCOLL_IPC_REGION_ALIGN 4096
+
+/* Index of the flag slot that `writer`'s block `block` sets for `phase`. */
+static inline QCOLL_IPC_HD size_t qcoll__ipc_flag_index(int block, int writer, int phase) {
+  return ((size_t)block * QCOLL_IPC_MAX_RANKS + (size_t)writer) *
+             QCOLL_IPC_PHASES + (size_t)phase;
+}
+
+/* Size of each data region for an IPC buffer of `buffer_bytes`; 0 when the
+ * buffer is too small to hold a header and two regions. */
+static inline size_t qcoll__ipc_region_bytes(size_t buffer_bytes) {
+  if (buffer_bytes < QCOLL_IPC_HEADER_BYTES + 2 * QCOLL_IPC_REGION_ALIGN)
+    return 0;
+  size_t r = (buffer_bytes - QCOLL_IPC_HEADER_BYTES) / QCOLL_IPC_REGIONS;
+  return r / QCOLL_IPC_REGION_ALIGN * QCOLL_IPC_REGION_ALIGN;
+}
+
+/* The asynchronous error word (host-mapped pinned memory) that a kernel
+ * sets when a wait fails.  One 64-bit store, so the host never reads half
+ * of it:  bits 56..63 kind, 40..55 block, 32..39 phase, 16..23 peer,
+ * 0..7 rank.  0 means no error. */
+#define QCOLL_IPC_ERR_TIMEOUT 1u      /* a peer's flag did not arrive */
+#define QCOLL_IPC_ERR_PEER_ABORTED 2u /* a peer gave up and told us */
+#define QCOLL_IPC_ERR_ABORTED 3u      /* this rank's host asked to stop */
+
+static inline QCOLL_IPC_HD uint64_t qcoll__ipc_err_encode(unsigned kind, int rank, int peer,
+                                             int block, int phase) {
+  return ((uint64_t)(kind & 0xffu) << 56) |
+         ((uint64_t)((unsigned)block & 0xffffu) << 40) |
+         ((uint64_t)((unsigned)phase & 0xffu) << 32) |
+         ((uint64_t)((unsigned)peer & 0xffu) << 16) |
+         (uint64_t)((unsigned)rank & 0xffu);
+}
+
+/* What a kernel needs to know about the communicator.  Passed by value, so
+ * a captured graph holds only these constants: all state that changes from
+ * one call to the next lives in device memory. */
+typedef struct qcoll__ipc_view {
+  char *bases[QCOLL_IPC_MAX_RANKS]; /* every rank's IPC buffer, mapped here */
+  unsigned long long *error_word;   /* device alias of the host-mapped word */
+  const unsigned long long *host_abort; /* host-mapped; non-zero: stop waiting */
+  size_t region_bytes;              /* size of each data region */
+  unsigned long long timeout_ns;    /* deadline of every device-side wait */
+  int rank;
+  int nranks;
+  int max_grid;                     /* grid limit (residency, flag slots) */
+} qcoll__ipc_view_t;
+
+typedef enum qcoll__ipc_algo {
+  QCOLL_IPC_ONESHOT = 0,
+  QCOLL_IPC_TWOSHOT = 1,
+} qcoll__ipc_algo_t;
+
+/* Whether the all-reduce kernels support this dtype and op. */
+int qcoll__cuda_all_reduce_supported(qcoll_dtype_t dtype, qcoll_op_t op);
+
+/* Largest number of elements one launch handles (one data region). */
+size_t qcoll__cuda_all_reduce_chunk_elems(const qcoll__ipc_view_t *view,
+                                          qcoll_dtype_t dtype);
+
+/* Grid used for one launch of `count` elements: a function of the
+ * arguments only, so every rank picks the same grid for the same call. */
+int qcoll__cuda_all_reduce_grid(const qcoll__ipc_view_t *view,
+                                qcoll__ipc_algo_t algo, size_t count,
+                                qcoll_dtype_t dtype);
+
+/* Enqueue one all-reduce of count <= chunk_elems elements on stream.  Every
+ * rank must make the same call (same count, dtype, op, algo) in the same
+ * order.  Returns the launch error (cudaSuccess once enqueued). */
+cudaError_t qcoll__cuda_all_reduce_launch(const qcoll__ipc_view_t *view,
+                                          qcoll__ipc_algo_t algo,
+                                          const void *sendbuf, void *recvbuf,
+                                          size_t count, qcoll_dtype_t dtype,
+                                          qcoll_op_t op, cudaStream_t stream);
+
+/* How many all-reduce blocks one GPU (the current device) keeps resident at
+ * once: SMs x the smallest occupancy of any all-reduce kernel.  Ranks that
+ * share a GPU split this between them. */
+cudaError_t qcoll__cuda_all_reduce_resident_blocks(int *blocks);
+
+/* Init-time check of one peer mapping: write QCOLL_IPC_PROBE_WORDS words of
+ * pattern(seed) to dst through the mapping, read them back and store the
+ * number of words that differ at *mismatches (device memory). */
+cudaError_t qcoll__cuda_ipc_probe_launch(uint32_t *dst, uint32_t seed,
+                                         unsigned *mismatches,
+                                         cudaStream_t stream);
+
+/* The pattern word i that qcoll__cuda_ipc_probe_launch writes. */
+static inline QCOLL_IPC_HD uint32_t qcoll__ipc_probe_word(uint32_t seed, uint32_t i) {
+  uint32_t x = seed ^ (i * 0x9e3779b9u);
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  x ^= x >> 16;
+  return x | 1u; /* never zero, so a zeroed slot never passes */
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

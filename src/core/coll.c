@@ -1,0 +1,494 @@
+/*
+ * Public collectives: argument validation, placement (host or GPU, and which
+ * GPU), the optional cross-rank signature check, and dispatch to the host
+ * back end or the GPU paths.  Everything is checked before anything is
+ * enqueued, so a refused call leaves the communicator usable.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../bootstrap/bootstrap.h"
+#include "../coll/host/host_coll.h"
+#include "../runtime/runtime.h"
+#include "../transport/cuda_ipc.h"
+#include "comm.h"
+#include "config.h"
+
+typedef enum coll_kind {
+  COLL_ALL_REDUCE,
+  COLL_REDUCE,
+  COLL_BROADCAST,
+  COLL_ALL_GATHER,
+  COLL_REDUCE_SCATTER,
+  COLL_ALL_TO_ALL,
+  COLL_SEND,
+  COLL_RECV,
+  COLL_BARRIER,
+} coll_kind_t;
+
+static const char *const coll_fn[] = {
+    "qcoll_all_reduce",     "qcoll_reduce",     "qcoll_broadcast",
+    "qcoll_all_gather",     "qcoll_reduce_scatter", "qcoll_all_to_all",
+    "qcoll_send",           "qcoll_recv",       "qcoll_barrier"};
+
+typedef struct call {
+  coll_kind_t kind;
+  const void *sendbuf;
+  void *recvbuf;
+  size_t count;
+  qcoll_dtype_t dtype;
+  qcoll_op_t op;
+  int root; /* root, or peer for send/recv */
+  void *stream;
+  qcoll_algo_t algo;
+  qcoll_quant_t quant;
+  /* filled by validation */
+  size_t send_bytes, recv_bytes; /* bytes this rank reads / writes */
+  int device;                    /* -1 host, else the buffers' device */
+} call_t;
+
+static bool is_reduction(coll_kind_t k) {
+  return k == COLL_ALL_REDUCE || k == COLL_REDUCE || k == COLL_REDUCE_SCATTER;
+}
+static bool has_root(coll_kind_t k) {
+  return k == COLL_REDUCE || k == COLL_BROADCAST;
+}
+static bool is_p2p(coll_kind_t k) { return k == COLL_SEND || k == COLL_RECV; }
+
+/* Bytes read from sendbuf and written to recvbuf by this rank. */
+static qcoll_status_t compute_sizes(qcoll_comm_t comm, call_t *c) {
+  const char *fn = coll_fn[c->kind];
+  size_t elem = qcoll_dtype_size(c->dtype), bytes, wide;
+  if (!qcoll__mul_size(c->count, elem, &bytes) ||
+      !qcoll__mul_size(bytes, (size_t)comm->nranks, &wide) ||
+      wide > (SIZE_MAX >> 1))
+    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+                        "%s: count %zu of %s overflows the byte size with %d "
+                        "ranks",
+                        fn, c->count, qcoll_dtype_name(c->dtype), comm->nranks);
+  bool root = c->root == comm->rank;
+  switch (c->kind) {
+    case COLL_ALL_GATHER: c->send_bytes = bytes; c->recv_bytes = wide; break;
+    case COLL_REDUCE_SCATTER: c->send_bytes = wide; c->recv_bytes = bytes; break;
+    case COLL_ALL_TO_ALL: c->send_bytes = wide; c->recv_bytes = wide; break;
+    case COLL_REDUCE: c->send_bytes = bytes; c->recv_bytes = root ? bytes : 0; break;
+    case COLL_BROADCAST: c->send_bytes = root ? bytes : 0; c->recv_bytes = bytes; break;
+    case COLL_SEND: c->send_bytes = bytes; c->recv_bytes = 0; break;
+    case COLL_RECV: c->send_bytes = 0; c->recv_bytes = bytes; break;
+    case COLL_BARRIER: c->send_bytes = c->recv_bytes = 0; break;
+    default: c->send_bytes = c->recv_bytes = bytes; break;
+  }
+  return QCOLL_OK;
+}
+
+static qcoll_status_t check_enums(qcoll_comm_t comm, const call_t *c) {
+  const char *fn = coll_fn[c->kind];
+  if (c->kind == COLL_BARRIER) return QCOLL_OK;
+  if ((unsigned)c->dtype >= QCOLL_DTYPE_COUNT)
+    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+                        "%s: dtype %d is not a qcoll_dtype_t (0..%d)", fn,
+                        (int)c->dtype, QCOLL_DTYPE_COUNT - 1);
+  if (is_reduction(c->kind) && (unsigned)c->op >= QCOLL_OP_COUNT)
+    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+                        "%s: op %d is not a qcoll_op_t (0..%d)", fn, (int)c->op,
+                        QCOLL_OP_COUNT - 1);
+  if ((has_root(c->kind) || is_p2p(c->kind)) &&
+      (c->root < 0 || c->root >= comm->nranks))
+    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+                        "%s: %s %d is out of range [0, %d)", fn,
+                        is_p2p(c->kind) ? "peer" : "root", c->root,
+                        comm->nranks);
+  if (is_p2p(c->kind) && c->root == comm->rank)
+    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+                        "%s: peer %d is this rank itself", fn, c->root);
+  if ((unsigned)c->algo >= QCOLL_ALGO_COUNT)
+    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+                        "%s: algo %d is not a qcoll_algo_t", fn, (int)c->algo);
+  if ((unsigned)c->quant >= QCOLL_QUANT_COUNT)
+    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+                        "%s: quant %d is not a qcoll_quant_t", fn,
+                        (int)c->quant);
+  return QCOLL_OK;
+}
+
+static bool ranges_overlap(const void *a, size_t na, const void *b, size_t nb) {
+  uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return na && nb && x < y + nb && y < x + na;
+}
+
+static qcoll_status_t check_pointers(qcoll_comm_t comm, const call_t *c) {
+  const char *fn = coll_fn[c->kind];
+  if (c->send_bytes && !c->sendbuf)
+    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+                        "%s: sendbuf is NULL but %zu bytes are to be sent", fn,
+                        c->send_bytes);
+  if (c->recv_bytes && !c->recvbuf)
+    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+                        "%s: recvbuf is NULL but %zu bytes are to be received",
+                        fn, c->recv_bytes);
+  if (c->kind == COLL_ALL_TO_ALL &&
+      ranges_overlap(c->sendbuf, c->send_bytes, c->recvbuf, c->recv_bytes))
+    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+                        "%s: sendbuf and recvbuf overlap (all-to-all cannot "
+                        "run in place)",
+                        fn);
+  size_t elem = qcoll_dtype_size(c->dtype);
+  size_t block = c->recv_bytes < c->send_bytes ? c->recv_bytes : c->send_bytes;
+  /* Partial overlaps other than the documented in-place layouts would
+   * read data already overwritten. */
+  if (c->kind == COLL_ALL_GATHER && c->sendbuf != c->recvbuf &&
+      (const char *)c->sendbuf != (char *)c->recvbuf + (size_t)comm->rank * block &&
+      ranges_overlap(c->sendbuf, c->send_bytes, c->recvbuf, c->recv_bytes))
+    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+                        "%s: sendbuf overlaps recvbuf but is not the in-place "
+                        "slot recvbuf + rank*sendcount",
+                        fn);
+  if ((c->kind == COLL_ALL_REDUCE || c->kind == COLL_REDUCE ||
+       c->kind == COLL_BROADCAST) &&
+      c->sendbuf != c->recvbuf &&
+      ranges_overlap(c->sendbuf, c->send_bytes, c->recvbuf, c->recv_bytes))
+    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+                        "%s: sendbuf and recvbuf overlap without being equal",
+                        fn);
+  (void)elem;
+  return QCOLL_OK;
+}
+
+/* Decide host or GPU from where the buffers live, and check that GPU
+ * buffers and the stream belong to the communicator's device. */
+static qcoll_status_t place_call(qcoll_comm_t comm, call_t *c) {
+  const char *fn = coll_fn[c->kind];
+  const qcoll__runtime_t *rt = qcoll__runtime();
+  int send_dev = -1, recv_dev = -1;
+  qcoll_status_t st;
+  if (c->send_bytes && (st = rt->pointer_device(c->sendbuf, &send_dev)))
+    return st;
+  if (c->recv_bytes && (st = rt->pointer_device(c->recvbuf, &recv_dev)))
+    return st;
+  if (c->send_bytes && c->recv_bytes && send_dev != recv_dev)
+    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+                        "%s: sendbuf is on %s %d but recvbuf is on %s %d", fn,
+                        send_dev < 0 ? "host" : "device", send_dev,
+                        recv_dev < 0 ? "host" : "device", recv_dev);
+  c->device = c->send_bytes ? send_dev : recv_dev;
+  if (c->device < 0) {
+    if (comm->nhosts > 1)
+      return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
+                          "%s: host buffers need every rank on one host, but "
+                          "this communicator spans %d hosts",
+                          fn, comm->nhosts);
+    return QCOLL_OK;
+  }
+  if (c->device != comm->device)
+    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+                        "%s: %s is on device %d but the communicator's device "
+                        "is %d",
+                        fn, c->send_bytes ? "sendbuf" : "recvbuf", c->device,
+                        comm->device);
+  if (c->stream) {
+    int stream_dev = -1;
+    if ((st = rt->stream_device(c->stream, &stream_dev))) return st;
+    if (stream_dev >= 0 && stream_dev != comm->device)
+      return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+                          "%s: stream belongs to device %d but the "
+                          "communicator's device is %d",
+                          fn, stream_dev, comm->device);
+  }
+  return QCOLL_OK;
+}
+
+/* With QCOLL_CHECK=1, every rank compares the call's signature before it
+ * runs, so a mismatched call fails with a name instead of corrupting data
+ * or hanging. */
+typedef struct signature {
+  int32_t kind, dtype, op, root, placement;
+  uint64_t count;
+} signature_t;
+
+static qcoll_status_t check_signature(qcoll_comm_t comm, const call_t *c) {
+  if (!comm->check_calls || is_p2p(c->kind)) return QCOLL_OK;
+  size_t n = (size_t)comm->nranks;
+  signature_t *all = calloc(n, sizeof *all);
+  if (!all)
+    return qcoll__error(comm, QCOLL_ERR_OUT_OF_MEMORY,
+                        "QCOLL_CHECK: cannot allocate %zu signatures", n);
+  signature_t mine = {(int32_t)c->kind, (int32_t)c->dtype,
+                      is_reduction(c->kind) ? (int32_t)c->op : -1,
+                      has_root(c->kind) ? c->root : -1, c->device < 0 ? 0 : 1,
+                      c->count};
+  all[comm->rank] = mine;
+  qcoll_status_t st = qcoll__bootstrap_allgather(comm->bootstrap, all,
+                                                 sizeof *all);
+  for (size_t r = 0; st == QCOLL_OK && r < n; r++) {
+    const signature_t *s = &all[r];
+    if (!memcmp(s, &mine, sizeof mine)) continue;
+    st = qcoll__error(
+        comm, QCOLL_ERR_MISMATCH,
+        "QCOLL_CHECK: rank %d called %s(count=%llu, dtype=%s, op=%s, root=%d) "
+        "but rank %zu called %s(count=%llu, dtype=%s, op=%s, root=%d)",
+        comm->rank, coll_fn[mine.kind], (unsigned long long)mine.count,
+        qcoll_dtype_name((qcoll_dtype_t)mine.dtype),
+        mine.op < 0 ? "-" : qcoll_op_name((qcoll_op_t)mine.op), mine.root, r,
+        (unsigned)s->kind <= COLL_BARRIER ? coll_fn[s->kind] : "?",
+        (unsigned long long)s->count,
+        qcoll_dtype_name((qcoll_dtype_t)s->dtype),
+        s->op < 0 ? "-" : qcoll_op_name((qcoll_op_t)s->op), s->root);
+  }
+  free(all);
+  return st;
+}
+
+static qcoll_status_t run_host(qcoll_comm_t comm, const call_t *c,
+                               const void *send, void *recv) {
+  switch (c->kind) {
+    case COLL_ALL_REDUCE:
+      return qcoll__host_all_reduce(comm, send, recv, c->count, c->dtype, c->op);
+    case COLL_REDUCE:
+      return qcoll__host_reduce(comm, send, recv, c->count, c->dtype, c->op,
+                                c->root);
+    case COLL_BROADCAST:
+      return qcoll__host_broadcast(comm, send, recv, c->count, c->dtype,
+                                   c->root);
+    case COLL_ALL_GATHER:
+      return qcoll__host_all_gather(comm, send, recv, c->count, c->dtype);
+    case COLL_REDUCE_SCATTER:
+      return qcoll__host_reduce_scatter(comm, send, recv, c->count, c->dtype,
+                                        c->op);
+    case COLL_ALL_TO_ALL:
+      return qcoll__host_all_to_all(comm, send, recv, c->count, c->dtype);
+    case COLL_SEND:
+      return qcoll__host_send(comm, send, c->count, c->dtype, c->root);
+    case COLL_RECV:
+      return qcoll__host_recv(comm, recv, c->count, c->dtype, c->root);
+    case COLL_BARRIER: return qcoll__host_barrier(comm);
+  }
+  return qcoll__error(comm, QCOLL_ERR_INTERNAL, "unknown collective %d",
+                      (int)c->kind);
+}
+
+/* GPU buffers through host memory: copy in, run the host collective, copy
+ * out.  Correct for every collective, dtype and op, but synchronous, so it
+ * cannot be captured into a CUDA graph. */
+static qcoll_status_t run_staged(qcoll_comm_t comm, const call_t *c) {
+  const qcoll__runtime_t *rt = qcoll__runtime();
+  bool capturing = false;
+  qcoll_status_t st = rt->stream_is_capturing(c->stream, &capturing);
+  if (st != QCOLL_OK) return st;
+  if (capturing)
+    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
+                        "%s of %s/%s on GPU buffers runs through host memory "
+                        "and cannot be captured into a CUDA graph",
+                        coll_fn[c->kind], qcoll_dtype_name(c->dtype),
+                        is_reduction(c->kind) ? qcoll_op_name(c->op) : "-");
+  bool in_place = c->sendbuf == c->recvbuf;
+  void *send = c->send_bytes ? malloc(c->send_bytes) : NULL;
+  void *recv = c->recv_bytes ? (in_place && send ? send : malloc(c->recv_bytes))
+                             : NULL;
+  if ((c->send_bytes && !send) || (c->recv_bytes && !recv)) {
+    st = qcoll__error(comm, QCOLL_ERR_OUT_OF_MEMORY,
+                      "%s: cannot allocate %zu bytes of host staging",
+                      coll_fn[c->kind], c->send_bytes + c->recv_bytes);
+    goto out;
+  }
+  if (c->send_bytes)
+    QCHECK(rt->memcpy_d2h(send, c->sendbuf, c->send_bytes, c->stream));
+  /* In-place gather/scatter layouts need the rest of recvbuf too. */
+  if (c->recv_bytes && !in_place && c->kind == COLL_ALL_GATHER &&
+      (const char *)c->sendbuf ==
+          (const char *)c->recvbuf + (size_t)comm->rank * c->send_bytes)
+    QCHECK(rt->memcpy_d2h(recv, c->recvbuf, c->recv_bytes, c->stream));
+  {
+    const void *host_send = send;
+    if (c->kind == COLL_ALL_GATHER && c->recv_bytes &&
+        (const char *)c->sendbuf ==
+            (const char *)c->recvbuf + (size_t)comm->rank * c->send_bytes) {
+      memcpy((char *)recv + (size_t)comm->rank * c->send_bytes, send,
+             c->send_bytes);
+      host_send = (char *)recv + (size_t)comm->rank * c->send_bytes;
+    }
+    QCHECK(run_host(comm, c, host_send, recv));
+  }
+  if (c->recv_bytes)
+    QCHECK(rt->memcpy_h2d(c->recvbuf, recv, c->recv_bytes, c->stream));
+out:
+  if (recv != send) free(recv);
+  free(send);
+  return st;
+}
+
+static qcoll_quant_t resolve_quant(qcoll_quant_t q) {
+  if (q != QCOLL_QUANT_DEFAULT) return q;
+  const char *s = qcoll__env_str("QCOLL_QUANT");
+  for (int i = QCOLL_QUANT_NONE; i < QCOLL_QUANT_COUNT; i++)
+    if (!strcmp(s, qcoll_quant_name((qcoll_quant_t)i))) return (qcoll_quant_t)i;
+  QLOG_WARN(NULL, COLL, "QCOLL_QUANT=%s is not one of none, fp8, int8, int6, "
+                        "int4: using none", s);
+  return QCOLL_QUANT_NONE;
+}
+
+static qcoll_algo_t resolve_algo(qcoll_algo_t a) {
+  if (a != QCOLL_ALGO_AUTO) return a;
+  const char *s = qcoll__env_str("QCOLL_ALGO");
+  for (int i = QCOLL_ALGO_AUTO; i < QCOLL_ALGO_COUNT; i++)
+    if (!strcmp(s, qcoll_algo_name((qcoll_algo_t)i))) return (qcoll_algo_t)i;
+  QLOG_WARN(NULL, COLL, "QCOLL_ALGO=%s is not one of auto, host, oneshot, "
+                        "twoshot, nccl: using auto", s);
+  return QCOLL_ALGO_AUTO;
+}
+
+static qcoll_status_t run_gpu(qcoll_comm_t comm, const call_t *c) {
+  qcoll__device_guard_t guard;
+  qcoll_status_t st = qcoll__device_guard_enter(comm, &guard);
+  if (st != QCOLL_OK) return st;
+  st = QCOLL_ERR_UNSUPPORTED;
+#ifdef QCOLL_HAVE_CUDA
+  if (c->kind == COLL_ALL_REDUCE && qcoll__cuda_ipc_usable(comm) &&
+      c->algo != QCOLL_ALGO_HOST && c->algo != QCOLL_ALGO_NCCL)
+    st = qcoll__cuda_all_reduce(comm, c->sendbuf, c->recvbuf, c->count,
+                                c->dtype, c->op, c->stream, c->algo, c->quant);
+#endif
+  if (st == QCOLL_ERR_UNSUPPORTED) {
+    bool forced = c->algo == QCOLL_ALGO_ONESHOT || c->algo == QCOLL_ALGO_TWOSHOT ||
+                  c->algo == QCOLL_ALGO_NCCL;
+    if (forced && c->kind == COLL_ALL_REDUCE)
+      st = qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
+                        "qcoll_all_reduce: algorithm %s cannot serve %s/%s on "
+                        "this communicator (%s)",
+                        qcoll_algo_name(c->algo), qcoll_dtype_name(c->dtype),
+                        qcoll_op_name(c->op), qcoll_last_error());
+    else
+      st = run_staged(comm, c);
+  }
+  qcoll__device_guard_exit(comm, &guard);
+  return st;
+}
+
+static qcoll_status_t run_call(qcoll_comm_t comm, call_t *c) {
+  qcoll_status_t st = qcoll__comm_check_usable(comm, coll_fn[c->kind]);
+  if (st != QCOLL_OK) return st;
+  if ((st = check_enums(comm, c)) || (st = compute_sizes(comm, c)) ||
+      (st = check_pointers(comm, c)) || (st = place_call(comm, c)))
+    return st;
+  c->algo = resolve_algo(c->algo);
+  c->quant = resolve_quant(c->quant);
+  if (c->device < 0 && c->algo != QCOLL_ALGO_AUTO && c->algo != QCOLL_ALGO_HOST)
+    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
+                        "%s: algorithm %s needs GPU buffers, these are host "
+                        "memory",
+                        coll_fn[c->kind], qcoll_algo_name(c->algo));
+  if ((st = check_signature(comm, c))) return st;
+  if (c->device < 0) return run_host(comm, c, c->sendbuf, c->recvbuf);
+  return run_gpu(comm, c);
+}
+
+static call_t make_call(coll_kind_t kind, const void *sendbuf, void *recvbuf,
+                        size_t count, qcoll_dtype_t dtype, qcoll_op_t op,
+                        int root, void *stream) {
+  call_t c = {.kind = kind, .sendbuf = sendbuf, .recvbuf = recvbuf,
+              .count = count, .dtype = dtype, .op = op, .root = root,
+              .stream = stream, .algo = QCOLL_ALGO_AUTO,
+              .quant = QCOLL_QUANT_DEFAULT, .device = -1};
+  return c;
+}
+
+qcoll_status_t qcoll_all_reduce_options_init(qcoll_all_reduce_options_t *o) {
+  if (!o)
+    return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
+                        "qcoll_all_reduce_options_init: opts is NULL");
+  memset(o, 0, sizeof *o);
+  o->size = sizeof *o;
+  o->algo = QCOLL_ALGO_AUTO;
+  o->quant = QCOLL_QUANT_DEFAULT;
+  return QCOLL_OK;
+}
+
+qcoll_status_t qcoll_all_reduce_ex(const void *sendbuf, void *recvbuf,
+                                   size_t count, qcoll_dtype_t dtype,
+                                   qcoll_op_t op, qcoll_comm_t comm,
+                                   void *stream,
+                                   const qcoll_all_reduce_options_t *opts) {
+  call_t c = make_call(COLL_ALL_REDUCE, sendbuf, recvbuf, count, dtype, op, 0,
+                       stream);
+  if (opts) {
+    if (opts->size != sizeof *opts)
+      return qcoll__error(comm && comm->magic == QCOLL_COMM_MAGIC ? comm : NULL,
+                          QCOLL_ERR_INVALID_ARGUMENT,
+                          "qcoll_all_reduce_ex: opts->size is %zu, expected "
+                          "%zu (use qcoll_all_reduce_options_init)",
+                          opts->size, sizeof *opts);
+    c.algo = opts->algo;
+    c.quant = opts->quant;
+  }
+  return run_call(comm, &c);
+}
+
+qcoll_status_t qcoll_all_reduce(const void *sendbuf, void *recvbuf,
+                                size_t count, qcoll_dtype_t dtype,
+                                qcoll_op_t op, qcoll_comm_t comm,
+                                void *stream) {
+  call_t c = make_call(COLL_ALL_REDUCE, sendbuf, recvbuf, count, dtype, op, 0,
+                       stream);
+  return run_call(comm, &c);
+}
+
+qcoll_status_t qcoll_reduce(const void *sendbuf, void *recvbuf, size_t count,
+                            qcoll_dtype_t dtype, qcoll_op_t op, int root,
+                            qcoll_comm_t comm, void *stream) {
+  call_t c = make_call(COLL_REDUCE, sendbuf, recvbuf, count, dtype, op, root,
+                       stream);
+  return run_call(comm, &c);
+}
+
+qcoll_status_t qcoll_broadcast(const void *sendbuf, void *recvbuf,
+                               size_t count, qcoll_dtype_t dtype, int root,
+                               qcoll_comm_t comm, void *stream) {
+  call_t c = make_call(COLL_BROADCAST, sendbuf, recvbuf, count, dtype,
+                       QCOLL_SUM, root, stream);
+  return run_call(comm, &c);
+}
+
+qcoll_status_t qcoll_all_gather(const void *sendbuf, void *recvbuf,
+                                size_t sendcount, qcoll_dtype_t dtype,
+                                qcoll_comm_t comm, void *stream) {
+  call_t c = make_call(COLL_ALL_GATHER, sendbuf, recvbuf, sendcount, dtype,
+                       QCOLL_SUM, 0, stream);
+  return run_call(comm, &c);
+}
+
+qcoll_status_t qcoll_reduce_scatter(const void *sendbuf, void *recvbuf,
+                                    size_t recvcount, qcoll_dtype_t dtype,
+                                    qcoll_op_t op, qcoll_comm_t comm,
+                                    void *stream) {
+  call_t c = make_call(COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype,
+                       op, 0, stream);
+  return run_call(comm, &c);
+}
+
+qcoll_status_t qcoll_all_to_all(const void *sendbuf, void *recvbuf,
+                                size_t count, qcoll_dtype_t dtype,
+                                qcoll_comm_t comm, void *stream) {
+  call_t c = make_call(COLL_ALL_TO_ALL, sendbuf, recvbuf, count, dtype,
+                       QCOLL_SUM, 0, stream);
+  return run_call(comm, &c);
+}
+
+qcoll_status_t qcoll_send(const void *sendbuf, size_t count,
+                          qcoll_dtype_t dtype, int peer, qcoll_comm_t comm,
+                          void *stream) {
+  call_t c = make_call(COLL_SEND, sendbuf, NULL, count, dtype, QCOLL_SUM, peer,
+                       stream);
+  return run_call(comm, &c);
+}
+
+qcoll_status_t qcoll_recv(void *recvbuf, size_t count, qcoll_dtype_t dtype,
+                          int peer, qcoll_comm_t comm, void *stream) {
+  call_t c = make_call(COLL_RECV, NULL, recvbuf, count, dtype, QCOLL_SUM, peer,
+                       stream);
+  return run_call(comm, &c);
+}
+
+qcoll_status_t qcoll_barrier(qcoll_comm_t comm, void *stream) {
+  call_t c = make_call(COLL_BARRIER, NULL, NULL, 0, QCOLL_U8, QCOLL_SUM, 0,
+                       stream);
+  return run_call(comm, &c);
+}

@@ -1,0 +1,547 @@
+/*
+ * Communicator lifecycle: init from a unique id or from a launcher's
+ * environment, destroy, abort, accessors.
+ */
+#include "comm.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../bootstrap/bootstrap.h"
+#include "../runtime/runtime.h"
+#include "../transport/cuda_ipc.h"
+#include "../transport/shm.h"
+#include "config.h"
+
+#define QCOLL_MAX_RANKS 65536
+
+/* ---- unique id ------------------------------------------------------ */
+
+qcoll_status_t qcoll_get_unique_id(qcoll_unique_id_t *id) {
+  if (!id)
+    return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
+                        "qcoll_get_unique_id: id is NULL");
+  const char *addr = qcoll__env_str("QCOLL_ROOT_ADDR");
+  int port = (int)qcoll__env_int("QCOLL_ROOT_PORT");
+  return qcoll__bootstrap_root_start(addr && *addr ? addr : NULL, port, NULL,
+                                     qcoll__env_double("QCOLL_TIMEOUT"), id);
+}
+
+qcoll_status_t qcoll_unique_id_to_hex(const qcoll_unique_id_t *id, char *out) {
+  if (!id || !out)
+    return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
+                        "qcoll_unique_id_to_hex: %s is NULL",
+                        !id ? "id" : "out");
+  static const char digits[] = "0123456789abcdef";
+  for (int i = 0; i < QCOLL_UNIQUE_ID_BYTES; i++) {
+    out[2 * i] = digits[id->bytes[i] >> 4];
+    out[2 * i + 1] = digits[id->bytes[i] & 15];
+  }
+  out[2 * QCOLL_UNIQUE_ID_BYTES] = '\0';
+  return QCOLL_OK;
+}
+
+static int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  c = (char)tolower((unsigned char)c);
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+qcoll_status_t qcoll_unique_id_from_hex(const char *hex, qcoll_unique_id_t *id) {
+  if (!hex || !id)
+    return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
+                        "qcoll_unique_id_from_hex: %s is NULL",
+                        !hex ? "hex" : "id");
+  size_t len = strlen(hex);
+  if (len != 2 * QCOLL_UNIQUE_ID_BYTES)
+    return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
+                        "unique id hex has %zu characters, expected %d", len,
+                        2 * QCOLL_UNIQUE_ID_BYTES);
+  for (int i = 0; i < QCOLL_UNIQUE_ID_BYTES; i++) {
+    int hi = hex_value(hex[2 * i]), lo = hex_value(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0)
+      return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
+                          "unique id hex has a non-hex character at %d",
+                          hi < 0 ? 2 * i : 2 * i + 1);
+    id->bytes[i] = (unsigned char)(hi << 4 | lo);
+  }
+  return QCOLL_OK;
+}
+
+/* ---- config --------------------------------------------------------- */
+
+qcoll_status_t qcoll_config_init(qcoll_config_t *config) {
+  if (!config)
+    return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
+                        "qcoll_config_init: config is NULL");
+  memset(config, 0, sizeof *config);
+  config->size = sizeof *config;
+  config->device = QCOLL_DEVICE_CURRENT;
+  config->timeout_s = 0;
+  config->host_id = NULL;
+  return QCOLL_OK;
+}
+
+/* Copy the caller's config, accepting older (smaller) structs. */
+static qcoll_status_t read_config(const qcoll_config_t *in,
+                                  qcoll_config_t *out) {
+  qcoll_config_init(out);
+  if (!in) return QCOLL_OK;
+  if (in->size < offsetof(qcoll_config_t, device) + sizeof(int) ||
+      in->size > 4096)
+    return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
+                        "config->size is %zu: initialise the config with "
+                        "qcoll_config_init() (expected %zu)",
+                        in->size, sizeof *out);
+  memcpy(out, in, QCOLL_MIN(in->size, sizeof *out));
+  out->size = sizeof *out;
+  if (out->device < QCOLL_DEVICE_NONE)
+    return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
+                        "config->device is %d: expected a device index, "
+                        "QCOLL_DEVICE_CURRENT (-1) or QCOLL_DEVICE_NONE (-2)",
+                        out->device);
+  if (!(out->timeout_s >= 0))
+    return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
+                        "config->timeout_s is %g: expected >= 0 (0 = default)",
+                        out->timeout_s);
+  return QCOLL_OK;
+}
+
+/* ---- state ---------------------------------------------------------- */
+
+qcoll_status_t qcoll__comm_check_usable(qcoll_comm_t comm, const char *fn) {
+  if (!comm)
+    return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT, "%s: comm is NULL",
+                        fn);
+  if (comm->magic != QCOLL_COMM_MAGIC)
+    return qcoll__error(NULL, QCOLL_ERR_INVALID_USAGE,
+                        "%s: comm is not a live communicator (destroyed or "
+                        "corrupt)",
+                        fn);
+  switch (atomic_load(&comm->state)) {
+    case QCOLL_COMM_LIVE: return QCOLL_OK;
+    case QCOLL_COMM_ABORTED:
+      return qcoll__error(comm, QCOLL_ERR_ABORTED,
+                          "%s: the communicator was aborted", fn);
+    case QCOLL_COMM_BROKEN:
+      return qcoll__error(comm, QCOLL_ERR_INVALID_USAGE,
+                          "%s: the communicator is broken by an earlier "
+                          "failure (a peer failed or a wait timed out); "
+                          "destroy it and create a new one",
+                          fn);
+    default:
+      return qcoll__error(comm, QCOLL_ERR_INVALID_USAGE,
+                          "%s: the communicator was destroyed", fn);
+  }
+}
+
+void qcoll__comm_mark_broken(qcoll_comm_t comm) {
+  int live = QCOLL_COMM_LIVE;
+  atomic_compare_exchange_strong(&comm->state, &live, QCOLL_COMM_BROKEN);
+}
+
+/* ---- init ----------------------------------------------------------- */
+
+static void resolve_host_id(qcoll_comm_t comm, const qcoll_config_t *config) {
+  const char *id = config->host_id;
+  if (!id || !*id) id = qcoll__env_str("QCOLL_HOST_ID");
+  if (id && *id) {
+    snprintf(comm->host_id, sizeof comm->host_id, "%s", id);
+    return;
+  }
+  if (gethostname(comm->host_id, sizeof comm->host_id) != 0)
+    snprintf(comm->host_id, sizeof comm->host_id, "localhost");
+  comm->host_id[sizeof comm->host_id - 1] = '\0';
+}
+
+/* Learn which ranks share this host: ranks with equal host ids. */
+static qcoll_status_t exchange_host_ids(qcoll_comm_t comm) {
+  size_t n = (size_t)comm->nranks;
+  char *ids = calloc(n, QCOLL_HOST_ID_MAX);
+  int *host_of = calloc(n, sizeof(int));
+  comm->local_ranks = calloc(n, sizeof(int));
+  qcoll_status_t st = QCOLL_OK;
+  if (!ids || !host_of || !comm->local_ranks) {
+    st = qcoll__error(comm, QCOLL_ERR_OUT_OF_MEMORY,
+                      "cannot allocate the host table for %d ranks",
+                      comm->nranks);
+    goto out;
+  }
+  memcpy(ids + (size_t)comm->rank * QCOLL_HOST_ID_MAX, comm->host_id,
+         QCOLL_HOST_ID_MAX);
+  QCHECK(qcoll__bootstrap_allgather(comm->bootstrap, ids, QCOLL_HOST_ID_MAX));
+  comm->nhosts = 0;
+  for (size_t r = 0; r < n; r++) {
+    ids[r * QCOLL_HOST_ID_MAX + QCOLL_HOST_ID_MAX - 1] = '\0';
+    host_of[r] = -1;
+    for (size_t q = 0; q < r; q++)
+      if (!strcmp(ids + r * QCOLL_HOST_ID_MAX, ids + q * QCOLL_HOST_ID_MAX)) {
+        host_of[r] = host_of[q];
+        break;
+      }
+    if (host_of[r] < 0) host_of[r] = comm->nhosts++;
+  }
+  comm->host_index = host_of[comm->rank];
+  comm->local_size = 0;
+  for (size_t r = 0; r < n; r++)
+    if (host_of[r] == comm->host_index) {
+      if ((int)r == comm->rank) comm->local_rank = comm->local_size;
+      comm->local_ranks[comm->local_size++] = (int)r;
+    }
+out:
+  free(ids);
+  free(host_of);
+  return st;
+}
+
+static qcoll_status_t resolve_device(qcoll_comm_t comm,
+                                     const qcoll_config_t *config) {
+  const qcoll__runtime_t *rt = qcoll__runtime();
+  comm->device = QCOLL_DEVICE_NONE;
+  if (config->device == QCOLL_DEVICE_NONE || rt->device_count() == 0)
+    return QCOLL_OK;
+  if (config->device == QCOLL_DEVICE_CURRENT) {
+    /* Asked of the driver, never remembered: the device current now. */
+    return rt->get_device(&comm->device);
+  }
+  if (config->device >= rt->device_count())
+    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+                        "config->device is %d but only %d device(s) are "
+                        "visible",
+                        config->device, rt->device_count());
+  comm->device = config->device;
+  return QCOLL_OK;
+}
+
+static qcoll_status_t init_gpu(qcoll_comm_t comm) {
+#ifdef QCOLL_HAVE_CUDA
+  if (comm->device < 0) return QCOLL_OK;
+  qcoll__device_guard_t guard;
+  qcoll_status_t st = qcoll__device_guard_enter(comm, &guard);
+  if (st != QCOLL_OK) return st;
+  st = qcoll__cuda_comm_init(comm);
+  qcoll__device_guard_exit(comm, &guard);
+  return st;
+#else
+  return QCOLL_OK;
+#endif
+}
+
+static void free_comm(qcoll_comm_t comm) {
+  if (!comm) return;
+#ifdef QCOLL_HAVE_CUDA
+  if (comm->cuda) {
+    qcoll__device_guard_t guard;
+    if (qcoll__device_guard_enter(comm, &guard) == QCOLL_OK) {
+      qcoll__cuda_comm_destroy(comm);
+      qcoll__device_guard_exit(comm, &guard);
+    }
+  }
+#endif
+  if (comm->shm) qcoll__shm_destroy(comm);
+  if (comm->bootstrap) qcoll__bootstrap_destroy(comm->bootstrap);
+  comm->bootstrap = NULL;
+  free(comm->local_ranks);
+  comm->magic = 0;
+  atomic_store(&comm->state, QCOLL_COMM_DESTROYED);
+  pthread_mutex_destroy(&comm->error_lock);
+  free(comm);
+}
+
+static qcoll_status_t check_init_args(qcoll_comm_t *comm, int nranks,
+                                      const qcoll_unique_id_t *id, int rank) {
+  if (!comm)
+    return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
+                        "qcoll_comm_init_rank: comm is NULL");
+  if (!id)
+    return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
+                        "qcoll_comm_init_rank: id is NULL");
+  if (nranks < 1 || nranks > QCOLL_MAX_RANKS)
+    return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
+                        "qcoll_comm_init_rank: nranks is %d, expected 1..%d",
+                        nranks, QCOLL_MAX_RANKS);
+  if (rank < 0 || rank >= nranks)
+    return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
+                        "qcoll_comm_init_rank: rank %d is out of range [0, %d)",
+                        rank, nranks);
+  return QCOLL_OK;
+}
+
+qcoll_status_t qcoll_comm_init_rank(qcoll_comm_t *out, int nranks,
+                                    const qcoll_unique_id_t *id, int rank,
+                                    const qcoll_config_t *user_config) {
+  qcoll_status_t st = check_init_args(out, nranks, id, rank);
+  if (st != QCOLL_OK) return st;
+  *out = NULL;
+  qcoll_config_t config;
+  st = read_config(user_config, &config);
+  if (st != QCOLL_OK) return st;
+
+  qcoll_comm_t comm = calloc(1, sizeof *comm);
+  if (!comm)
+    return qcoll__error(NULL, QCOLL_ERR_OUT_OF_MEMORY,
+                        "cannot allocate a communicator");
+  pthread_mutex_init(&comm->error_lock, NULL);
+  comm->magic = QCOLL_COMM_MAGIC;
+  comm->rank = rank;
+  comm->nranks = nranks;
+  comm->timeout_s = config.timeout_s > 0 ? config.timeout_s
+                                         : qcoll__env_double("QCOLL_TIMEOUT");
+  if (!(comm->timeout_s > 0)) comm->timeout_s = 300;
+  comm->check_calls = qcoll__env_bool("QCOLL_CHECK");
+  atomic_init(&comm->state, QCOLL_COMM_LIVE);
+  resolve_host_id(comm, &config);
+
+  QCHECK(resolve_device(comm, &config));
+  QCHECK(qcoll__bootstrap_init(comm, id, &comm->bootstrap));
+  QCHECK(exchange_host_ids(comm));
+  QCHECK(qcoll__shm_init(comm));
+  QCHECK(init_gpu(comm));
+  QCHECK(qcoll__bootstrap_barrier(comm->bootstrap));
+  QLOG_INFO(comm, INIT,
+            "communicator ready: rank %d of %d, %d rank(s) on host '%s' (%d "
+            "host(s)), device %d, timeout %.1f s",
+            rank, nranks, comm->local_size, comm->host_id, comm->nhosts,
+            comm->device, comm->timeout_s);
+  *out = comm;
+  return QCOLL_OK;
+out:
+  free_comm(comm);
+  return st;
+}
+
+/* ---- init from a launcher's environment ---------------------------- */
+
+typedef struct launch_env {
+  int rank, size;
+  bool single_host; /* the launcher says every rank is on this host */
+  const char *launcher;
+} launch_env_t;
+
+static bool env_int(const char *name, int *out) {
+  const char *v = getenv(name);
+  if (!v || !*v) return false;
+  char *end;
+  long x = strtol(v, &end, 10);
+  if (*end || x < 0 || x > QCOLL_MAX_RANKS) return false;
+  *out = (int)x;
+  return true;
+}
+
+static bool env_equals_int(const char *name, int value) {
+  int x;
+  return env_int(name, &x) && x == value;
+}
+
+static qcoll_status_t read_launch_env(launch_env_t *e) {
+  static const struct {
+    const char *rank, *size, *launcher;
+  } schemes[] = {
+      {"QCOLL_RANK", "QCOLL_WORLD_SIZE", "qcoll-run"},
+      {"RANK", "WORLD_SIZE", "torchrun"},
+      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "Open MPI"},
+      {"SLURM_PROCID", "SLURM_NTASKS", "Slurm"},
+      {"PMI_RANK", "PMI_SIZE", "PMI"},
+  };
+  for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; i++) {
+    bool has_rank = getenv(schemes[i].rank) != NULL;
+    bool has_size = getenv(schemes[i].size) != NULL;
+    if (!has_rank && !has_size) continue;
+    if (!env_int(schemes[i].rank, &e->rank) ||
+        !env_int(schemes[i].size, &e->size))
+      return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
+                          "%s environment: %s='%s' and %s='%s' must both be "
+                          "non-negative integers",
+                          schemes[i].launcher, schemes[i].rank,
+                          getenv(schemes[i].rank) ? getenv(schemes[i].rank) : "",
+                          schemes[i].size,
+                          getenv(schemes[i].size) ? getenv(schemes[i].size) : "");
+    e->launcher = schemes[i].launcher;
+    e->single_host =
+        i == 0 || env_equals_int("LOCAL_WORLD_SIZE", e->size) ||
+        env_equals_int("OMPI_COMM_WORLD_LOCAL_SIZE", e->size) ||
+        env_equals_int("SLURM_NNODES", 1) || env_equals_int("SLURM_JOB_NUM_NODES", 1);
+    return QCOLL_OK;
+  }
+  return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
+                      "qcoll_comm_init_env: no launcher environment found "
+                      "(expected QCOLL_RANK/QCOLL_WORLD_SIZE from qcoll-run, "
+                      "RANK/WORLD_SIZE from torchrun, OMPI_COMM_WORLD_* from "
+                      "Open MPI, or SLURM_PROCID/SLURM_NTASKS from Slurm)");
+}
+
+/* FNV-1a over the job's identifiers, stretched to 32 bytes.  Not secret
+ * against anyone who can read the job's environment: QCOLL_SECRET is the
+ * strong option and the documentation says so. */
+static void derive_secret(const char *material, uint8_t secret[32]) {
+  for (int word = 0; word < 4; word++) {
+    uint64_t h = 1469598103934665603ull ^ (uint64_t)(word * 0x9e3779b97f4a7c15ull);
+    for (const char *p = material; *p; p++) {
+      h ^= (unsigned char)*p;
+      h *= 1099511628211ull;
+    }
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    memcpy(secret + 8 * word, &h, 8);
+  }
+}
+
+static const char *getenv_or(const char *name, const char *fallback) {
+  const char *v = getenv(name);
+  return v && *v ? v : fallback;
+}
+
+static void job_secret(const launch_env_t *e, uint8_t secret[32]) {
+  char material[1024];
+  const char *explicit_secret = getenv("QCOLL_SECRET");
+  if (explicit_secret && *explicit_secret) {
+    snprintf(material, sizeof material, "qcoll-secret:%s", explicit_secret);
+  } else {
+    snprintf(material, sizeof material, "qcoll-job:%s:%s:%s:%s:%s:%s:%d",
+             getenv_or("TORCHELASTIC_RUN_ID", ""), getenv_or("SLURM_JOB_ID", ""),
+             getenv_or("PMIX_NAMESPACE", ""), getenv_or("OMPI_MCA_orte_hnp_uri", ""),
+             getenv_or("MASTER_ADDR", ""), getenv_or("MASTER_PORT", ""), e->size);
+    QLOG_INFO(NULL, BOOT, "QCOLL_SECRET is not set: the bootstrap secret is "
+                          "derived from the job's identifiers");
+  }
+  derive_secret(material, secret);
+}
+
+static qcoll_status_t job_root(const launch_env_t *e, const char **addr,
+                               int *port) {
+  *addr = getenv_or("QCOLL_ROOT_ADDR", getenv_or("MASTER_ADDR", NULL));
+  if (!*addr) {
+    if (!e->single_host)
+      return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
+                          "%s environment: ranks may span hosts, so set "
+                          "QCOLL_ROOT_ADDR (or MASTER_ADDR) to rank 0's address",
+                          e->launcher);
+    *addr = "127.0.0.1";
+  }
+  int p = 0;
+  if (env_int("QCOLL_ROOT_PORT", &p) && p > 0) {
+    *port = p;
+  } else if (env_int("MASTER_PORT", &p) && p > 0) {
+    /* MASTER_PORT itself is usually taken by the launcher's own store. */
+    *port = p + 1;
+  } else {
+    const char *job = getenv_or("SLURM_JOB_ID",
+                                getenv_or("OMPI_MCA_orte_hnp_uri",
+                                          getenv_or("PMIX_NAMESPACE", NULL)));
+    if (!job)
+      return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
+                          "%s environment: set QCOLL_ROOT_PORT (or "
+                          "MASTER_PORT) for the rendezvous",
+                          e->launcher);
+    uint8_t h[32];
+    derive_secret(job, h);
+    *port = 20000 + (int)(((unsigned)h[0] << 8 | h[1]) % 20000u);
+  }
+  if (*port > 65535)
+    return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
+                        "rendezvous port %d is out of range", *port);
+  return QCOLL_OK;
+}
+
+qcoll_status_t qcoll_comm_init_env(qcoll_comm_t *comm,
+                                   const qcoll_config_t *config) {
+  if (!comm)
+    return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
+                        "qcoll_comm_init_env: comm is NULL");
+  launch_env_t e = {0};
+  qcoll_status_t st = read_launch_env(&e);
+  if (st != QCOLL_OK) return st;
+  if (e.rank >= e.size)
+    return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
+                        "%s environment: rank %d is out of range [0, %d)",
+                        e.launcher, e.rank, e.size);
+  qcoll_unique_id_t id;
+  const char *hex = getenv("QCOLL_UNIQUE_ID");
+  if (hex && *hex) {
+    st = qcoll_unique_id_from_hex(hex, &id);
+    if (st != QCOLL_OK)
+      return qcoll__error(NULL, st, "QCOLL_UNIQUE_ID: %s", qcoll_last_error());
+    return qcoll_comm_init_rank(comm, e.size, &id, e.rank, config);
+  }
+  const char *addr = NULL;
+  int port = 0;
+  uint8_t secret[32];
+  st = job_root(&e, &addr, &port);
+  if (st != QCOLL_OK) return st;
+  job_secret(&e, secret);
+  double timeout = config && config->timeout_s > 0
+                       ? config->timeout_s
+                       : qcoll__env_double("QCOLL_TIMEOUT");
+  if (e.rank == 0)
+    st = qcoll__bootstrap_root_start(addr, port, secret, timeout, &id);
+  else
+    st = qcoll__bootstrap_make_id(addr, port, secret, &id);
+  if (st != QCOLL_OK) return st;
+  return qcoll_comm_init_rank(comm, e.size, &id, e.rank, config);
+}
+
+/* ---- destroy, abort, accessors -------------------------------------- */
+
+qcoll_status_t qcoll_comm_destroy(qcoll_comm_t comm) {
+  if (!comm) return QCOLL_OK;
+  if (comm->magic != QCOLL_COMM_MAGIC)
+    return qcoll__error(NULL, QCOLL_ERR_INVALID_USAGE,
+                        "qcoll_comm_destroy: comm is not a live communicator "
+                        "(destroyed twice?)");
+  qcoll_status_t st = QCOLL_OK;
+  if (atomic_load(&comm->state) == QCOLL_COMM_LIVE) {
+    /* Wait for the peers, so nobody frees memory a peer still reads. */
+    st = qcoll__bootstrap_barrier(comm->bootstrap);
+  }
+  free_comm(comm);
+  return st;
+}
+
+qcoll_status_t qcoll_comm_abort(qcoll_comm_t comm) {
+  if (!comm || comm->magic != QCOLL_COMM_MAGIC)
+    return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
+                        "qcoll_comm_abort: comm is NULL or not live");
+  int prev = atomic_exchange(&comm->state, QCOLL_COMM_ABORTED);
+  if (prev == QCOLL_COMM_ABORTED) return QCOLL_OK;
+  QLOG_WARN(comm, INIT, "communicator aborted");
+  if (comm->shm) qcoll__shm_signal_abort(comm);
+  if (comm->bootstrap) qcoll__bootstrap_abort(comm->bootstrap);
+  return QCOLL_OK;
+}
+
+#define ACCESSOR(fn, type, arg, expr)                                 \
+  qcoll_status_t fn(qcoll_comm_t comm, type *arg) {                   \
+    if (!comm || comm->magic != QCOLL_COMM_MAGIC)                     \
+      return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,           \
+                          #fn ": comm is NULL or not live");          \
+    if (!arg)                                                         \
+      return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,           \
+                          #fn ": " #arg " is NULL");                  \
+    *arg = (expr);                                                    \
+    return QCOLL_OK;                                                  \
+  }
+
+ACCESSOR(qcoll_comm_rank, int, rank, comm->rank)
+ACCESSOR(qcoll_comm_size, int, size, comm->nranks)
+ACCESSOR(qcoll_comm_device, int, device, comm->device)
+
+qcoll_status_t qcoll_comm_get_async_error(qcoll_comm_t comm,
+                                          qcoll_status_t *status) {
+  if (!comm || comm->magic != QCOLL_COMM_MAGIC)
+    return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
+                        "qcoll_comm_get_async_error: comm is NULL or not live");
+  if (!status)
+    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+                        "qcoll_comm_get_async_error: status is NULL");
+#ifdef QCOLL_HAVE_CUDA
+  if (comm->cuda && comm->async_error == QCOLL_OK)
+    comm->async_error = qcoll__cuda_poll_async_error(comm);
+#endif
+  *status = comm->async_error;
+  return QCOLL_OK;
+}

@@ -1,0 +1,27 @@
+#include <errno.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "common.h"
+
+double qcoll__now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+qcoll_status_t qcoll__random_bytes(void *buf, size_t n) {
+  unsigned char *p = buf;
+  while (n > 0) {
+    ssize_t got = getrandom(p, n, 0);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return qcoll__error(NULL, QCOLL_ERR_SYSTEM, "getrandom failed: %s",
+                          strerror(errno));
+    }
+    p += got;
+    n -= (size_t)got;
+  }
+  return QCOLL_OK;
+}

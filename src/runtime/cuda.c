@@ -1,0 +1,156 @@
+/*
+ * The CUDA implementation of the device runtime (compiled only in CUDA
+ * builds).  The CUDA runtime is linked statically and loads the driver on
+ * first use, so on a machine without a driver or a GPU the probe fails with
+ * a logged reason and the library keeps its host back end.
+ *
+ * Nothing here remembers a device: every answer is asked of the driver when
+ * needed.
+ */
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+
+#include "runtime.h"
+
+static qcoll_status_t cuda_failed(const char *what, cudaError_t err) {
+  return qcoll__error(NULL, QCOLL_ERR_CUDA, "%s failed: %s (%s)", what,
+                      cudaGetErrorName(err), cudaGetErrorString(err));
+}
+
+static int cuda_device_count(void) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+static qcoll_status_t cuda_get_device(int *dev) {
+  cudaError_t err = cudaGetDevice(dev);
+  return err == cudaSuccess ? QCOLL_OK : cuda_failed("cudaGetDevice", err);
+}
+
+static qcoll_status_t cuda_set_device(int dev) {
+  cudaError_t err = cudaSetDevice(dev);
+  if (err == cudaSuccess) return QCOLL_OK;
+  return qcoll__error(NULL, QCOLL_ERR_CUDA, "cudaSetDevice(%d) failed: %s (%s)",
+                      dev, cudaGetErrorName(err), cudaGetErrorString(err));
+}
+
+static qcoll_status_t cuda_pointer_device(const void *ptr, int *dev) {
+  struct cudaPointerAttributes attr;
+  cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
+  if (err == cudaErrorInvalidValue) {
+    /* A pointer the driver does not know: plain host memory.  The failed
+     * query leaves a (non-sticky) error behind; clear it so the caller's
+     * next cudaGetLastError() does not see it. */
+    (void)cudaGetLastError();
+    *dev = -1;
+    return QCOLL_OK;
+  }
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return qcoll__error(NULL, QCOLL_ERR_CUDA,
+                        "cudaPointerGetAttributes(%p) failed: %s (%s)", ptr,
+                        cudaGetErrorName(err), cudaGetErrorString(err));
+  }
+  switch (attr.type) {
+    case cudaMemoryTypeDevice:
+    case cudaMemoryTypeManaged: *dev = attr.device; break;
+    default: *dev = -1; break; /* pinned or unregistered host memory */
+  }
+  return QCOLL_OK;
+}
+
+/* The legacy and per-thread default streams belong to whichever device is
+ * current when work is enqueued. */
+static bool is_default_stream(void *stream) {
+  return stream == NULL || stream == (void *)cudaStreamLegacy ||
+         stream == (void *)cudaStreamPerThread;
+}
+
+static qcoll_status_t cuda_stream_device(void *stream, int *dev) {
+  if (is_default_stream(stream)) {
+    *dev = -1;
+    return QCOLL_OK;
+  }
+  cudaError_t err = cudaStreamGetDevice((cudaStream_t)stream, dev);
+  if (err == cudaSuccess) return QCOLL_OK;
+  (void)cudaGetLastError();
+  return qcoll__error(NULL, QCOLL_ERR_CUDA,
+                      "cudaStreamGetDevice(stream %p) failed: %s (%s)", stream,
+                      cudaGetErrorName(err), cudaGetErrorString(err));
+}
+
+static qcoll_status_t copy_and_wait(void *dst, const void *src, size_t bytes,
+                                    enum cudaMemcpyKind kind, void *stream) {
+  if (bytes == 0) return QCOLL_OK;
+  cudaError_t err = cudaMemcpyAsync(dst, src, bytes, kind, (cudaStream_t)stream);
+  if (err != cudaSuccess) return cuda_failed("cudaMemcpyAsync", err);
+  err = cudaStreamSynchronize((cudaStream_t)stream);
+  return err == cudaSuccess ? QCOLL_OK : cuda_failed("cudaStreamSynchronize", err);
+}
+
+static qcoll_status_t cuda_memcpy_d2h(void *dst, const void *src, size_t bytes,
+                                     void *stream) {
+  return copy_and_wait(dst, src, bytes, cudaMemcpyDeviceToHost, stream);
+}
+
+static qcoll_status_t cuda_memcpy_h2d(void *dst, const void *src, size_t bytes,
+                                     void *stream) {
+  return copy_and_wait(dst, src, bytes, cudaMemcpyHostToDevice, stream);
+}
+
+static qcoll_status_t cuda_stream_is_capturing(void *stream, bool *capturing) {
+  enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  cudaError_t err = cudaStreamIsCapturing((cudaStream_t)stream, &status);
+  if (err == cudaErrorStreamCaptureImplicit) {
+    /* The legacy stream while another stream captures: using it would
+     * break that capture, so treat it as capturing. */
+    (void)cudaGetLastError();
+    *capturing = true;
+    return QCOLL_OK;
+  }
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return cuda_failed("cudaStreamIsCapturing", err);
+  }
+  /* An invalidated capture still has to be ended by its owner: no
+   * synchronous work on it either. */
+  *capturing = status != cudaStreamCaptureStatusNone;
+  return QCOLL_OK;
+}
+
+static const qcoll__runtime_t cuda_runtime = {
+    .name = "cuda",
+    .device_count = cuda_device_count,
+    .get_device = cuda_get_device,
+    .set_device = cuda_set_device,
+    .pointer_device = cuda_pointer_device,
+    .stream_device = cuda_stream_device,
+    .memcpy_d2h = cuda_memcpy_d2h,
+    .memcpy_h2d = cuda_memcpy_h2d,
+    .stream_is_capturing = cuda_stream_is_capturing,
+};
+
+const qcoll__runtime_t *qcoll__runtime_cuda_probe(void) {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    QLOG_INFO(NULL, CUDA, "no usable CUDA driver or device (%s: %s): host back end only",
+              cudaGetErrorName(err), cudaGetErrorString(err));
+    return NULL;
+  }
+  if (count < 1) {
+    QLOG_INFO(NULL, CUDA, "the CUDA driver reports no device: host back end only");
+    return NULL;
+  }
+  int driver = 0, runtime = 0;
+  (void)cudaDriverGetVersion(&driver);
+  (void)cudaRuntimeGetVersion(&runtime);
+  QLOG_INFO(NULL, CUDA, "CUDA: %d device(s), driver %d.%d, runtime %d.%d", count,
+            driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
+  return &cuda_runtime;
+}

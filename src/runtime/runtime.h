@@ -1,0 +1,68 @@
+/*
+ * Device runtime: a small vtable with a host implementation (no devices)
+ * and a CUDA one (the CUDA runtime, linked statically so the library loads
+ * on machines without a driver).  Core asks it which device owns a buffer
+ * or a stream, and every CUDA call made for a communicator runs between
+ * qcoll__device_guard_enter() and qcoll__device_guard_exit().
+ *
+ * The library never caches "the current device": the guard asks the driver
+ * each time, switches to the communicator's device only when needed, and
+ * restores the caller's device on exit.
+ */
+#ifndef QCOLL_RUNTIME_H
+#define QCOLL_RUNTIME_H
+
+#include <stdbool.h>
+
+#include "../core/comm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct qcoll__runtime {
+  const char *name; /* "host" or "cuda" */
+  /* Number of usable devices (0 for host, or when no driver/GPU). */
+  int (*device_count)(void);
+  qcoll_status_t (*get_device)(int *dev);
+  qcoll_status_t (*set_device)(int dev);
+  /* Device that owns ptr, or -1 for host (pageable or pinned) memory. */
+  qcoll_status_t (*pointer_device)(const void *ptr, int *dev);
+  /* Device a stream belongs to; NULL (legacy default stream) gives -1,
+   * meaning "the current device's". */
+  qcoll_status_t (*stream_device)(void *stream, int *dev);
+  /* Copies between device and host memory ordered on `stream`; they return
+   * once the copy is complete (the stream is synchronised).  Used by the
+   * host-staged fallback path. */
+  qcoll_status_t (*memcpy_d2h)(void *dst, const void *src, size_t bytes,
+                               void *stream);
+  qcoll_status_t (*memcpy_h2d)(void *dst, const void *src, size_t bytes,
+                               void *stream);
+  /* Whether `stream` is being captured into a CUDA graph. */
+  qcoll_status_t (*stream_is_capturing)(void *stream, bool *capturing);
+} qcoll__runtime_t;
+
+/* The host runtime: no devices, every pointer is host memory. */
+const qcoll__runtime_t *qcoll__runtime_host(void);
+/* The CUDA runtime when this build has CUDA, QCOLL_DISABLE_CUDA is not set
+ * and at least one device is visible; else the host runtime.  Decided once
+ * per process (loading the driver is costly), thread-safe. */
+const qcoll__runtime_t *qcoll__runtime(void);
+
+typedef struct qcoll__device_guard {
+  int saved;      /* caller's current device, -1 when none was asked */
+  bool switched;  /* whether we changed it */
+} qcoll__device_guard_t;
+
+/* Save the caller's current device (asked of the driver) and make
+ * comm->device current.  No-op for host-only communicators. */
+qcoll_status_t qcoll__device_guard_enter(qcoll_comm_t comm,
+                                         qcoll__device_guard_t *g);
+/* Restore the caller's device. */
+void qcoll__device_guard_exit(qcoll_comm_t comm, qcoll__device_guard_t *g);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
