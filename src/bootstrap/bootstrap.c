@@ -5,8 +5,8 @@
  * Join: open a ring listening socket (not for a world of one), connect to
  * the root (retrying until the deadline: the root may start after us),
  * send a hello with the secret, rank, world size and the ring address, and
- * wait timeout + QCOLL__BOOT_GRACE_S for the root's answer: the table of
- * ring addresses, or an error that names the problem.
+ * wait timeout + QCOLL__BOOT_GRACE_S for the root's answer: the ring
+ * address of rank+1, or an error that names the problem.
  *
  * Ring: connect to rank+1 and send it an authenticated ring hello, then
  * accept rank-1 on the listening socket (any other connection there is
@@ -106,7 +106,7 @@ typedef struct join {
   int root_fd;
   int listen_fd;
   qcoll__boot_addr_t listen; /* advertised ring address */
-  qcoll__boot_addr_t *table; /* nranks entries once the root answered */
+  qcoll__boot_addr_t next;   /* where rank+1 listens, once the root answered */
 } join_t;
 
 static qcoll_status_t join_error(join_t *j, qcoll__io_result_t r, int err,
@@ -129,8 +129,8 @@ static qcoll_status_t join_error(join_t *j, qcoll__io_result_t r, int err,
                           "from this job?)",
                           j->root_str, doing);
     default:
-      return qcoll__error(comm, QCOLL_ERR_SYSTEM, "bootstrap: %s %s: %s",
-                          doing, j->root_str, io_reason(r, err));
+      return qcoll__error(comm, QCOLL_ERR_SYSTEM, "bootstrap: %s %s: %s", doing,
+                          j->root_str, io_reason(r, err));
   }
 }
 
@@ -152,8 +152,8 @@ static qcoll_status_t join_listen_address(join_t *j, int port) {
 static qcoll_status_t join_connect(join_t *j, int *listen_port) {
   qcoll_comm_t comm = j->comm;
   if (comm->nranks != 1) {
-    int err = qcoll__sock_listen(j->id.root.family, 0, &j->listen_fd,
-                                 listen_port);
+    int err =
+        qcoll__sock_listen(j->id.root.family, 0, &j->listen_fd, listen_port);
     if (err != 0)
       return qcoll__error(comm, QCOLL_ERR_SYSTEM,
                           "bootstrap: cannot open the ring listening socket: "
@@ -161,9 +161,8 @@ static qcoll_status_t join_connect(join_t *j, int *listen_port) {
                           strerror(err));
   }
   int err = 0;
-  qcoll__io_result_t r =
-      qcoll__io_connect(&j->io, &j->id.root, qcoll__comm_deadline(comm), true,
-                        &j->root_fd, &err);
+  qcoll__io_result_t r = qcoll__io_connect(
+      &j->io, &j->id.root, qcoll__comm_deadline(comm), true, &j->root_fd, &err);
   if (r != QCOLL__IO_OK)
     return join_error(j, r, err, "connecting to the root", comm->timeout_s);
   return QCOLL_OK;
@@ -180,8 +179,8 @@ static qcoll_status_t join_send_hello(join_t *j) {
   uint8_t buf[QCOLL__BOOT_HELLO_BYTES];
   size_t n = qcoll__msg_encode_hello(&h, buf, sizeof buf);
   int err = 0;
-  qcoll__io_result_t r = qcoll__io_send_all(
-      &j->io, j->root_fd, buf, n, qcoll__comm_deadline(comm), &err);
+  qcoll__io_result_t r = qcoll__io_send_all(&j->io, j->root_fd, buf, n,
+                                            qcoll__comm_deadline(comm), &err);
   if (r != QCOLL__IO_OK)
     return join_error(j, r, err, "sending the hello to the root",
                       comm->timeout_s);
@@ -199,64 +198,39 @@ static qcoll_status_t join_read_reply(join_t *j) {
       qcoll__io_recv_all(&j->io, j->root_fd, head, 4, deadline, &err);
   if (r != QCOLL__IO_OK) return join_error(j, r, err, doing, wait_s);
 
-  /* The longest answer is the table of our own world size: a root cannot
-   * make us allocate more. */
+  /* Every answer has a fixed bound: the root cannot make us allocate. */
   size_t frame = 0;
   char why[QCOLL__BOOT_WHY_MAX];
+  uint8_t buf[QCOLL__BOOT_REPLY_MAX_BYTES];
   if (qcoll__msg_peek_length(head, 4, QCOLL__BOOT_ERROR_MIN_BYTES,
-                             qcoll__msg_reply_max_bytes(comm->nranks), &frame,
+                             QCOLL__BOOT_REPLY_MAX_BYTES, &frame,
                              why) != QCOLL__MSG_OK)
     return qcoll__error(comm, QCOLL_ERR_BOOTSTRAP,
                         "bootstrap: the root %s answered with a malformed "
                         "message: %s",
                         j->root_str, why);
-  uint8_t *buf = malloc(frame);
-  qcoll__boot_addr_t *table = malloc(
-      (size_t)QCOLL_MAX(1, QCOLL_MIN(comm->nranks, QCOLL__BOOT_MAX_RANKS)) *
-      sizeof *table);
-  qcoll__boot_reply_t *reply = malloc(sizeof *reply);
-  qcoll_status_t st = QCOLL_OK;
-  if (!buf || !table || !reply) {
-    st = qcoll__error(comm, QCOLL_ERR_OUT_OF_MEMORY,
-                      "bootstrap: cannot allocate %zu bytes for the root's "
-                      "answer",
-                      frame);
-    goto out;
-  }
   memcpy(buf, head, 4);
   r = qcoll__io_recv_all(&j->io, j->root_fd, buf + 4, frame - 4, deadline,
                          &err);
-  if (r != QCOLL__IO_OK) {
-    st = join_error(j, r, err, doing, wait_s);
-    goto out;
-  }
-  if (qcoll__msg_decode_reply(buf, frame, comm->nranks, reply, table, why) !=
-      QCOLL__MSG_OK) {
-    st = qcoll__error(comm, QCOLL_ERR_BOOTSTRAP,
-                      "bootstrap: the root %s answered with a malformed "
-                      "message: %s",
-                      j->root_str, why);
-    goto out;
-  }
-  if (!qcoll__secret_equal(reply->secret, j->id.secret)) {
-    st = qcoll__error(comm, QCOLL_ERR_BOOTSTRAP,
-                      "bootstrap: the root %s does not know this job's secret",
-                      j->root_str);
-    goto out;
-  }
-  if (reply->type == QCOLL__BOOT_MSG_ERROR) {
-    st = qcoll__error(comm, (qcoll_status_t)reply->status,
-                      "bootstrap: rendezvous at %s failed: %s", j->root_str,
-                      reply->text);
-    goto out;
-  }
-  j->table = table;
-  table = NULL;
-out:
-  free(buf);
-  free(table);
-  free(reply);
-  return st;
+  if (r != QCOLL__IO_OK) return join_error(j, r, err, doing, wait_s);
+  qcoll__boot_reply_t reply;
+  if (qcoll__msg_decode_reply(buf, frame, comm->rank, comm->nranks, &reply,
+                              why) != QCOLL__MSG_OK)
+    return qcoll__error(comm, QCOLL_ERR_BOOTSTRAP,
+                        "bootstrap: the root %s answered with a malformed "
+                        "message: %s",
+                        j->root_str, why);
+  if (!qcoll__secret_equal(reply.secret, j->id.secret))
+    return qcoll__error(comm, QCOLL_ERR_BOOTSTRAP,
+                        "bootstrap: the root %s does not know this job's "
+                        "secret",
+                        j->root_str);
+  if (reply.type == QCOLL__BOOT_MSG_ERROR)
+    return qcoll__error(comm, (qcoll_status_t)reply.status,
+                        "bootstrap: rendezvous at %s failed: %s", j->root_str,
+                        reply.text);
+  j->next = reply.next;
+  return QCOLL_OK;
 }
 
 /* ---- the ring ----------------------------------------------------- */
@@ -292,14 +266,15 @@ static qcoll_status_t ring_connect_next(qcoll__bootstrap_t *bs,
                         "%.1f s (QCOLL_TIMEOUT)",
                         next, where, comm->timeout_s);
   return qcoll__error(comm, QCOLL_ERR_PEER_FAILURE,
-                      "bootstrap: could not connect to rank %d at %s: %s",
-                      next, where, io_reason(r, err));
+                      "bootstrap: could not connect to rank %d at %s: %s", next,
+                      where, io_reason(r, err));
 }
 
 /* Is this ring hello from our predecessor in this job?  Returns false with
  * the reason otherwise. */
-static bool ring_hello_ok(const qcoll__bootstrap_t *bs, const qcoll__pending_t *p,
-                          char *why, size_t why_size) {
+static bool ring_hello_ok(const qcoll__bootstrap_t *bs,
+                          const qcoll__pending_t *p, char *why,
+                          size_t why_size) {
   qcoll__boot_ring_hello_t h;
   char msg[QCOLL__BOOT_WHY_MAX];
   int prev = (bs->rank - 1 + bs->nranks) % bs->nranks;
@@ -359,16 +334,20 @@ static qcoll_status_t ring_accept_prev(qcoll__bootstrap_t *bs, int listen_fd) {
       qcoll__pending_result_t res = QCOLL__PENDING_MORE;
       if (fds[1 + i].revents) res = qcoll__pending_read(p, why, sizeof why);
       if (res == QCOLL__PENDING_MORE && qcoll__deadline_passed(p->deadline)) {
-        snprintf(why, sizeof why, "sent %zu of the %zu bytes of a hello within "
-                 "%.1f s", p->have, p->need, hello_s);
+        snprintf(why, sizeof why,
+                 "sent %zu of the %zu bytes of a hello within "
+                 "%.1f s",
+                 p->have, p->need, hello_s);
         res = QCOLL__PENDING_DROP;
       }
       if (res == QCOLL__PENDING_MORE) continue;
       if (res == QCOLL__PENDING_DONE && ring_hello_ok(bs, p, why, sizeof why)) {
         bs->prev_fd = p->fd;
       } else {
-        QLOG_WARN(comm, BOOT, "bootstrap: ring socket dropped connection from "
-                  "%s: %s", p->peer, why);
+        QLOG_WARN(comm, BOOT,
+                  "bootstrap: ring socket dropped connection from "
+                  "%s: %s",
+                  p->peer, why);
         close(p->fd);
       }
       qcoll__pending_pool_remove(&pool, i);
@@ -377,7 +356,8 @@ static qcoll_status_t ring_accept_prev(qcoll__bootstrap_t *bs, int listen_fd) {
     for (int i = pool.count - 1; i >= 0 && r != QCOLL__IO_OK; i--) {
       qcoll__pending_t *p = &pool.items[i];
       if (!qcoll__deadline_passed(p->deadline)) continue;
-      QLOG_WARN(comm, BOOT, "bootstrap: ring socket dropped connection from "
+      QLOG_WARN(comm, BOOT,
+                "bootstrap: ring socket dropped connection from "
                 "%s: sent %zu of the %zu bytes of a hello within %.1f s",
                 p->peer, p->have, p->need, hello_s);
       close(p->fd);
@@ -391,8 +371,10 @@ static qcoll_status_t ring_accept_prev(qcoll__bootstrap_t *bs, int listen_fd) {
         if (fd < 0) break;
         if (!qcoll__pending_pool_add(&pool, fd, peer,
                                      QCOLL__BOOT_RING_HELLO_BYTES, hello_s)) {
-          QLOG_WARN(comm, BOOT, "bootstrap: ring socket dropped connection "
-                    "from %s: too many connections waiting", peer);
+          QLOG_WARN(comm, BOOT,
+                    "bootstrap: ring socket dropped connection "
+                    "from %s: too many connections waiting",
+                    peer);
           close(fd);
         }
       }
@@ -410,7 +392,7 @@ static qcoll_status_t ring_accept_prev(qcoll__bootstrap_t *bs, int listen_fd) {
 }
 
 static qcoll_status_t ring_build(qcoll__bootstrap_t *bs, join_t *j) {
-  qcoll_status_t st = ring_connect_next(bs, &j->table[(bs->rank + 1) % bs->nranks]);
+  qcoll_status_t st = ring_connect_next(bs, &j->next);
   if (st != QCOLL_OK) return st;
   return ring_accept_prev(bs, j->listen_fd);
 }
@@ -421,7 +403,9 @@ qcoll_status_t qcoll__bootstrap_init(qcoll_comm_t comm,
   if (!comm || !id || !out)
     return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
                         "qcoll__bootstrap_init: %s is NULL",
-                        !comm ? "comm" : !id ? "id" : "out");
+                        !comm ? "comm"
+                        : !id ? "id"
+                              : "out");
   *out = NULL;
   if (!(comm->timeout_s > 0))
     return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
@@ -458,7 +442,6 @@ qcoll_status_t qcoll__bootstrap_init(qcoll_comm_t comm,
 out:
   close_fd(&j.root_fd);
   close_fd(&j.listen_fd);
-  free(j.table);
   if (st != QCOLL_OK) {
     bs_free(bs);
     return st;
@@ -576,10 +559,11 @@ static qcoll_status_t check_header(qcoll__bootstrap_t *bs, const uint8_t *hdr,
                         "bootstrap %s: rank %d sent a malformed header: %s",
                         what, prev, why);
   if (h.kind != s->kind || h.arg != s->rarg || h.bytes != s->bytes) {
-    const char *argname = s->kind == QCOLL__BOOT_DATA_BROADCAST ? "root" : "block";
+    const char *argname =
+        s->kind == QCOLL__BOOT_DATA_BROADCAST ? "root" : "block";
     return qcoll__error(bs->comm, QCOLL_ERR_MISMATCH,
-                        "bootstrap %s: rank %d sent a %s (%s %u) of %llu "
-                        "bytes, this rank expected a %s (%s %u) of %zu bytes",
+                        "bootstrap %s: rank %d sent %s (%s %u, %llu bytes) "
+                        "but this rank expected %s (%s %u, %zu bytes)",
                         what, prev, qcoll__msg_data_kind_name(h.kind), argname,
                         h.arg, (unsigned long long)h.bytes,
                         qcoll__msg_data_kind_name(s->kind), argname, s->rarg,
@@ -595,8 +579,8 @@ static qcoll_status_t step_error(qcoll__bootstrap_t *bs, qcoll__io_result_t r,
                      : (bs->rank - 1 + bs->nranks) % bs->nranks;
   switch (r) {
     case QCOLL__IO_ABORTED:
-      return qcoll__error(comm, QCOLL_ERR_ABORTED,
-                          "bootstrap %s: aborted", what);
+      return qcoll__error(comm, QCOLL_ERR_ABORTED, "bootstrap %s: aborted",
+                          what);
     case QCOLL__IO_TIMEOUT:
       return qcoll__error(comm, QCOLL_ERR_TIMEOUT,
                           "bootstrap %s: %s rank %d within %.1f s "
@@ -640,9 +624,8 @@ static qcoll_status_t ring_step_run(qcoll__bootstrap_t *bs,
       continue; /* read the payload right away */
     }
     if (soff >= total && roff >= total) return QCOLL_OK;
-    struct pollfd fds[3] = {
-        {soff < total ? bs->next_fd : -1, POLLOUT, 0},
-        {roff < total ? bs->prev_fd : -1, POLLIN, 0}};
+    struct pollfd fds[3] = {{soff < total ? bs->next_fd : -1, POLLOUT, 0},
+                            {roff < total ? bs->prev_fd : -1, POLLIN, 0}};
     res = qcoll__io_poll(&io, fds, 2, deadline);
     if (res != QCOLL__IO_OK)
       return step_error(bs, res, errno, roff >= total, what);
@@ -676,10 +659,14 @@ qcoll_status_t qcoll__bootstrap_allgather(qcoll__bootstrap_t *bs, void *data,
   for (int step = 0; step < n - 1; step++) {
     int send_block = (bs->rank - step + n) % n;
     int recv_block = (bs->rank - step - 1 + n) % n;
-    ring_step_t s = {true, true, QCOLL__BOOT_DATA_ALLGATHER,
-                     (uint32_t)send_block, (uint32_t)recv_block,
+    ring_step_t s = {true,
+                     true,
+                     QCOLL__BOOT_DATA_ALLGATHER,
+                     (uint32_t)send_block,
+                     (uint32_t)recv_block,
                      base + (size_t)send_block * bytes,
-                     base + (size_t)recv_block * bytes, bytes};
+                     base + (size_t)recv_block * bytes,
+                     bytes};
     st = ring_run(bs, &s, deadline, what);
     if (st != QCOLL_OK) return st;
   }
@@ -702,8 +689,9 @@ qcoll_status_t qcoll__bootstrap_broadcast(qcoll__bootstrap_t *bs, void *data,
                         root, n);
   if (n == 1) return QCOLL_OK;
   qcoll__deadline_t deadline = qcoll__comm_deadline(bs->comm);
-  ring_step_t s = {false, false, QCOLL__BOOT_DATA_BROADCAST, (uint32_t)root,
-                   (uint32_t)root, data, data, bytes};
+  ring_step_t s = {false,          false,          QCOLL__BOOT_DATA_BROADCAST,
+                   (uint32_t)root, (uint32_t)root, data,
+                   data,           bytes};
   /* Down the ring from root; the rank before root does not pass it on. */
   if (bs->rank != root) {
     s.do_recv = true;
@@ -730,8 +718,14 @@ qcoll_status_t qcoll__bootstrap_barrier(qcoll__bootstrap_t *bs) {
   int n = bs->nranks;
   qcoll__deadline_t deadline = qcoll__comm_deadline(bs->comm);
   for (int step = 0; step < n - 1; step++) {
-    ring_step_t s = {true, true, QCOLL__BOOT_DATA_BARRIER, (uint32_t)step,
-                     (uint32_t)step, NULL, NULL, 0};
+    ring_step_t s = {true,
+                     true,
+                     QCOLL__BOOT_DATA_BARRIER,
+                     (uint32_t)step,
+                     (uint32_t)step,
+                     NULL,
+                     NULL,
+                     0};
     st = ring_run(bs, &s, deadline, what);
     if (st != QCOLL_OK) return st;
   }

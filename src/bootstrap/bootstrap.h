@@ -5,8 +5,9 @@
  * a TCP port) and encodes its address and a random 256-bit secret in the
  * unique id.  Each rank connects to the root, presents the secret and its
  * (rank, nranks, listen address); the root checks world size, duplicates
- * and ranges, and once all nranks ranks are there sends everyone the table
- * of addresses, or an error message to every rank that is up.  Ranks then
+ * and ranges, and once all nranks ranks are there sends each rank the
+ * address of its ring successor, or an error message to every rank that is
+ * up.  Ranks then
  * connect in a ring (rank -> rank+1) for all-gather, broadcast and barrier.
  * Every message is length-prefixed and bounded; every read and accept has
  * a deadline; a connection that does not present the secret is dropped and
@@ -37,15 +38,18 @@ typedef struct qcoll__bootstrap qcoll__bootstrap_t;
 /* Start a root service bound to addr:port (addr NULL = advertise the address
  * chosen as qcoll_get_unique_id documents; port 0 = any free port) using the
  * given secret (NULL = fresh random secret), and write the unique id.  The
- * root thread exits after one rendezvous, or after its deadline
- * (timeout_s from the first connection). */
+ * root listens on the wildcard address, so the advertised address and
+ * 127.0.0.1 both reach it.  Its thread exits after one rendezvous, or after
+ * its deadline (timeout_s from the first rank's valid hello; before that it
+ * waits without limit, since nobody is blocked on it). */
 qcoll_status_t qcoll__bootstrap_root_start(const char *addr, int port,
                                            const uint8_t secret[32],
                                            double timeout_s,
                                            qcoll_unique_id_t *id);
 
 /* Build a unique id without starting a root (env init: every rank computes
- * the same id; rank 0 then starts the root with the same values). */
+ * the same id; rank 0 then starts the root with the same values).  port
+ * must be in [1, 65535]; secret NULL = random (useless for env init). */
 qcoll_status_t qcoll__bootstrap_make_id(const char *addr, int port,
                                         const uint8_t secret[32],
                                         qcoll_unique_id_t *id);

@@ -95,8 +95,8 @@ qcoll__msg_result_t qcoll__id_decode(const qcoll_unique_id_t *in,
                   "qcoll_get_unique_id",
                   magic, QCOLL__BOOT_ID_MAGIC);
   if (p[4] != QCOLL__BOOT_VERSION)
-    return refuse(why, "format version %u, this library reads version %u",
-                  p[4], QCOLL__BOOT_VERSION);
+    return refuse(why, "format version %u, this library reads version %u", p[4],
+                  QCOLL__BOOT_VERSION);
   char addr_why[QCOLL__BOOT_WHY_MAX];
   if (get_addr(p + 5, false, &out->root, addr_why) != QCOLL__MSG_OK)
     return refuse(why, "root %s", addr_why);
@@ -106,23 +106,10 @@ qcoll__msg_result_t qcoll__id_decode(const qcoll_unique_id_t *in,
 
 /* ---- frames ------------------------------------------------------- */
 
-size_t qcoll__msg_table_bytes(int nranks) {
-  return QCOLL__BOOT_FRAME_HDR_BYTES + QCOLL__BOOT_SECRET_BYTES + 4 +
-         (size_t)nranks * QCOLL__BOOT_ADDR_BYTES;
-}
-
-size_t qcoll__msg_reply_max_bytes(int nranks) {
-  if (nranks < 1) nranks = 1;
-  if (nranks > QCOLL__BOOT_MAX_RANKS) nranks = QCOLL__BOOT_MAX_RANKS;
-  size_t table = qcoll__msg_table_bytes(nranks);
-  return table > QCOLL__BOOT_ERROR_MAX_BYTES ? table
-                                             : QCOLL__BOOT_ERROR_MAX_BYTES;
-}
-
 static const char *type_name(unsigned type) {
   switch (type) {
     case QCOLL__BOOT_MSG_HELLO: return "hello";
-    case QCOLL__BOOT_MSG_TABLE: return "table";
+    case QCOLL__BOOT_MSG_NEXT: return "ring address";
     case QCOLL__BOOT_MSG_ERROR: return "error";
     case QCOLL__BOOT_MSG_RING_HELLO: return "ring hello";
     case QCOLL__BOOT_MSG_DATA: return "data";
@@ -139,8 +126,8 @@ qcoll__msg_result_t qcoll__msg_peek_length(const uint8_t *buf, size_t len,
     if (min_bytes == max_bytes)
       return refuse(why, "announced a %zu-byte message, expected exactly %zu",
                     frame, min_bytes);
-    return refuse(why, "announced a %zu-byte message, expected %zu..%zu",
-                  frame, min_bytes, max_bytes);
+    return refuse(why, "announced a %zu-byte message, expected %zu..%zu", frame,
+                  min_bytes, max_bytes);
   }
   *frame_bytes = frame;
   return QCOLL__MSG_OK;
@@ -236,8 +223,7 @@ size_t qcoll__msg_encode_ring_hello(const qcoll__boot_ring_hello_t *in,
   return QCOLL__BOOT_RING_HELLO_BYTES;
 }
 
-qcoll__msg_result_t qcoll__msg_decode_ring_hello(const uint8_t *buf,
-                                                 size_t len,
+qcoll__msg_result_t qcoll__msg_decode_ring_hello(const uint8_t *buf, size_t len,
                                                  qcoll__boot_ring_hello_t *out,
                                                  char *why) {
   qcoll__msg_result_t r = expect_frame(buf, len, QCOLL__BOOT_MSG_RING_HELLO,
@@ -251,7 +237,7 @@ qcoll__msg_result_t qcoll__msg_decode_ring_hello(const uint8_t *buf,
   return QCOLL__MSG_OK;
 }
 
-/* ---- replies: error and table -------------------------------------- */
+/* ---- replies: error and ring address -------------------------------- */
 
 size_t qcoll__msg_encode_error(const uint8_t *secret, int32_t status,
                                const char *text, uint8_t *buf, size_t cap) {
@@ -269,22 +255,19 @@ size_t qcoll__msg_encode_error(const uint8_t *secret, int32_t status,
   return frame;
 }
 
-size_t qcoll__msg_encode_table(const uint8_t *secret, int nranks,
-                               const qcoll__boot_addr_t *table, uint8_t *buf,
-                               size_t cap) {
-  if (nranks < 1 || nranks > QCOLL__BOOT_MAX_RANKS) return 0;
-  size_t frame = qcoll__msg_table_bytes(nranks);
-  if (cap < frame) return 0;
+size_t qcoll__msg_encode_next(const uint8_t *secret, int rank, int nranks,
+                              const qcoll__boot_addr_t *next, uint8_t *buf,
+                              size_t cap) {
+  if (cap < QCOLL__BOOT_NEXT_BYTES) return 0;
   uint8_t *p = buf;
-  put_frame_hdr(p, frame, QCOLL__BOOT_MSG_TABLE);
+  put_frame_hdr(p, QCOLL__BOOT_NEXT_BYTES, QCOLL__BOOT_MSG_NEXT);
   p += QCOLL__BOOT_FRAME_HDR_BYTES;
   memcpy(p, secret, QCOLL__BOOT_SECRET_BYTES);
   p += QCOLL__BOOT_SECRET_BYTES;
-  put_u32(p, (uint32_t)nranks);
-  p += 4;
-  for (int r = 0; r < nranks; r++, p += QCOLL__BOOT_ADDR_BYTES)
-    put_addr(p, &table[r]);
-  return frame;
+  put_u32(p, (uint32_t)rank);
+  put_u32(p + 4, (uint32_t)nranks);
+  put_addr(p + 8, next);
+  return QCOLL__BOOT_NEXT_BYTES;
 }
 
 static bool is_status_error(int32_t s) {
@@ -316,39 +299,31 @@ static qcoll__msg_result_t decode_error(const uint8_t *buf, size_t len,
   return QCOLL__MSG_OK;
 }
 
-static qcoll__msg_result_t decode_table(const uint8_t *buf, size_t len,
-                                        int expect_nranks,
-                                        qcoll__boot_reply_t *out,
-                                        qcoll__boot_addr_t *table, char *why) {
-  if (expect_nranks < 1 || expect_nranks > QCOLL__BOOT_MAX_RANKS)
-    return refuse(why, "no table is valid for a world of %d ranks",
-                  expect_nranks);
-  size_t want = qcoll__msg_table_bytes(expect_nranks);
-  if (len != want)
-    return refuse(why, "table of %zu bytes, expected %zu for %d ranks", len,
-                  want, expect_nranks);
+static qcoll__msg_result_t decode_next(const uint8_t *buf, size_t len,
+                                       int expect_rank, int expect_nranks,
+                                       qcoll__boot_reply_t *out, char *why) {
+  if (len != QCOLL__BOOT_NEXT_BYTES)
+    return refuse(why, "ring address of %zu bytes, expected %d", len,
+                  QCOLL__BOOT_NEXT_BYTES);
   const uint8_t *p = buf + QCOLL__BOOT_FRAME_HDR_BYTES;
   memcpy(out->secret, p, QCOLL__BOOT_SECRET_BYTES);
   p += QCOLL__BOOT_SECRET_BYTES;
-  out->nranks = (int32_t)get_u32(p);
-  p += 4;
-  if (out->nranks != expect_nranks)
-    return refuse(why, "table lists %d ranks, expected %d", out->nranks,
-                  expect_nranks);
+  out->rank = (int32_t)get_u32(p);
+  out->nranks = (int32_t)get_u32(p + 4);
+  if (out->rank != expect_rank || out->nranks != expect_nranks)
+    return refuse(why, "ring address for rank %d of %d, expected rank %d of %d",
+                  out->rank, out->nranks, expect_rank, expect_nranks);
   /* A lone rank listens nowhere; in a larger world everyone must. */
-  bool allow_none = expect_nranks == 1;
-  for (int r = 0; r < expect_nranks; r++, p += QCOLL__BOOT_ADDR_BYTES) {
-    char addr_why[QCOLL__BOOT_WHY_MAX];
-    if (get_addr(p, allow_none, &table[r], addr_why) != QCOLL__MSG_OK)
-      return refuse(why, "table entry of rank %d: %s", r, addr_why);
-  }
+  char addr_why[QCOLL__BOOT_WHY_MAX];
+  if (get_addr(p + 8, expect_nranks == 1, &out->next, addr_why) !=
+      QCOLL__MSG_OK)
+    return refuse(why, "ring address: %s", addr_why);
   return QCOLL__MSG_OK;
 }
 
 qcoll__msg_result_t qcoll__msg_decode_reply(const uint8_t *buf, size_t len,
-                                            int expect_nranks,
+                                            int expect_rank, int expect_nranks,
                                             qcoll__boot_reply_t *out,
-                                            qcoll__boot_addr_t *table,
                                             char *why) {
   unsigned type;
   qcoll__msg_result_t r = check_frame_hdr(buf, len, &type, why);
@@ -356,9 +331,11 @@ qcoll__msg_result_t qcoll__msg_decode_reply(const uint8_t *buf, size_t len,
   memset(out, 0, sizeof *out);
   out->type = (int)type;
   if (type == QCOLL__BOOT_MSG_ERROR) return decode_error(buf, len, out, why);
-  if (type == QCOLL__BOOT_MSG_TABLE)
-    return decode_table(buf, len, expect_nranks, out, table, why);
-  return refuse(why, "got a %s message (type %u), expected a table or an error",
+  if (type == QCOLL__BOOT_MSG_NEXT)
+    return decode_next(buf, len, expect_rank, expect_nranks, out, why);
+  return refuse(why,
+                "got a %s message (type %u), expected a ring address or an "
+                "error",
                 type_name(type), type);
 }
 

@@ -1,6 +1,6 @@
 /*
  * Wire formats of the bootstrap: the unique id, the rendezvous messages
- * (hello, table, error), the ring hello and the header of ring data.
+ * (hello, ring address, error), the ring hello and the header of ring data.
  *
  * Everything here is a pure function over a byte buffer: no sockets, no
  * allocation, no global state, so the parsers can be driven by a fuzzer.
@@ -11,9 +11,9 @@
  *
  *   u32 body_bytes | u32 magic "qcBS" | u8 version | u8 type | u16 0 | payload
  *
- * where body_bytes counts everything after itself.  Every frame type has a
- * fixed size, or (the table) a size fixed by the receiver's own world size,
- * so a receiver never allocates at a size a peer chose.
+ * where body_bytes counts everything after itself.  Every frame has a
+ * fixed size (the error text a bounded one), so a receiver never allocates
+ * at a size a peer chose.
  */
 #ifndef QCOLL_BOOTSTRAP_MESSAGE_H
 #define QCOLL_BOOTSTRAP_MESSAGE_H
@@ -29,21 +29,21 @@ extern "C" {
 #endif
 
 #define QCOLL__BOOT_SECRET_BYTES 32
-/* The largest world the bootstrap accepts (also bounds the table). */
+/* The largest world the bootstrap accepts. */
 #define QCOLL__BOOT_MAX_RANKS 65536
 /* Longest error text the root sends (bytes, without a NUL). */
 #define QCOLL__BOOT_ERRTEXT_MAX 480
 /* Room for a "why" explanation written by the decoders. */
 #define QCOLL__BOOT_WHY_MAX 160
 
-#define QCOLL__BOOT_ID_MAGIC 0x71634944u  /* "qcID" */
-#define QCOLL__BOOT_MSG_MAGIC 0x71634253u /* "qcBS" */
+#define QCOLL__BOOT_ID_MAGIC 0x71634944u   /* "qcID" */
+#define QCOLL__BOOT_MSG_MAGIC 0x71634253u  /* "qcBS" */
 #define QCOLL__BOOT_DATA_MAGIC 0x71634454u /* "qcDT" */
 #define QCOLL__BOOT_VERSION 1
 
 typedef enum qcoll__boot_msg_type {
   QCOLL__BOOT_MSG_HELLO = 1,      /* rank -> root */
-  QCOLL__BOOT_MSG_TABLE = 2,      /* root -> rank: everyone's ring address */
+  QCOLL__BOOT_MSG_NEXT = 2,       /* root -> rank: where rank+1 listens */
   QCOLL__BOOT_MSG_ERROR = 3,      /* root -> rank: why the rendezvous failed */
   QCOLL__BOOT_MSG_RING_HELLO = 4, /* rank -> rank+1 */
   QCOLL__BOOT_MSG_DATA = 5        /* ring collective data */
@@ -91,14 +91,16 @@ typedef struct qcoll__boot_ring_hello {
   int32_t nranks;
 } qcoll__boot_ring_hello_t;
 
-/* The root's answer: a table (addresses go to a caller-provided array of
- * the caller's own world size) or an error. */
+/* The root's answer: the ring address of the recipient's successor (each
+ * rank needs only that one, so the root sends O(nranks) bytes in all, not
+ * a whole table to everyone), or an error. */
 typedef struct qcoll__boot_reply {
-  int type; /* QCOLL__BOOT_MSG_TABLE or QCOLL__BOOT_MSG_ERROR */
+  int type; /* QCOLL__BOOT_MSG_NEXT or QCOLL__BOOT_MSG_ERROR */
   uint8_t secret[QCOLL__BOOT_SECRET_BYTES];
-  int32_t status;                          /* error: a negative qcoll status */
-  char text[QCOLL__BOOT_ERRTEXT_MAX + 1];  /* error: printable, NUL-ended */
-  int32_t nranks;                          /* table */
+  int32_t status;                         /* error: a negative qcoll status */
+  char text[QCOLL__BOOT_ERRTEXT_MAX + 1]; /* error: printable, NUL-ended */
+  int32_t rank, nranks;                   /* next: the recipient */
+  qcoll__boot_addr_t next;                /* next: where rank+1 listens */
 } qcoll__boot_reply_t;
 
 typedef struct qcoll__boot_data_hdr {
@@ -110,20 +112,21 @@ typedef struct qcoll__boot_data_hdr {
 /* Sizes on the wire. */
 #define QCOLL__BOOT_FRAME_HDR_BYTES 12
 #define QCOLL__BOOT_ADDR_BYTES 20
-#define QCOLL__BOOT_HELLO_BYTES \
-  (QCOLL__BOOT_FRAME_HDR_BYTES + QCOLL__BOOT_SECRET_BYTES + 8 + QCOLL__BOOT_ADDR_BYTES)
+#define QCOLL__BOOT_HELLO_BYTES                                 \
+  (QCOLL__BOOT_FRAME_HDR_BYTES + QCOLL__BOOT_SECRET_BYTES + 8 + \
+   QCOLL__BOOT_ADDR_BYTES)
 #define QCOLL__BOOT_RING_HELLO_BYTES \
   (QCOLL__BOOT_FRAME_HDR_BYTES + QCOLL__BOOT_SECRET_BYTES + 8)
 #define QCOLL__BOOT_ERROR_MIN_BYTES \
   (QCOLL__BOOT_FRAME_HDR_BYTES + QCOLL__BOOT_SECRET_BYTES + 6)
 #define QCOLL__BOOT_ERROR_MAX_BYTES \
   (QCOLL__BOOT_ERROR_MIN_BYTES + QCOLL__BOOT_ERRTEXT_MAX)
+#define QCOLL__BOOT_NEXT_BYTES                                  \
+  (QCOLL__BOOT_FRAME_HDR_BYTES + QCOLL__BOOT_SECRET_BYTES + 8 + \
+   QCOLL__BOOT_ADDR_BYTES)
+/* The largest answer of the root (an error with the longest text). */
+#define QCOLL__BOOT_REPLY_MAX_BYTES QCOLL__BOOT_ERROR_MAX_BYTES
 #define QCOLL__BOOT_DATA_HDR_BYTES 24
-
-/* Bytes of a table frame for nranks ranks (nranks in [1, MAX_RANKS]). */
-size_t qcoll__msg_table_bytes(int nranks);
-/* Largest reply a rank of a world of nranks may receive. */
-size_t qcoll__msg_reply_max_bytes(int nranks);
 
 /* Constant-time comparison of two secrets. */
 bool qcoll__secret_equal(const uint8_t *a, const uint8_t *b);
@@ -150,9 +153,10 @@ size_t qcoll__msg_encode_ring_hello(const qcoll__boot_ring_hello_t *in,
                                     uint8_t *buf, size_t cap);
 size_t qcoll__msg_encode_error(const uint8_t *secret, int32_t status,
                                const char *text, uint8_t *buf, size_t cap);
-size_t qcoll__msg_encode_table(const uint8_t *secret, int nranks,
-                               const qcoll__boot_addr_t *table, uint8_t *buf,
-                               size_t cap);
+/* next may have family 0 only when nranks is 1. */
+size_t qcoll__msg_encode_next(const uint8_t *secret, int rank, int nranks,
+                              const qcoll__boot_addr_t *next, uint8_t *buf,
+                              size_t cap);
 
 /* Decoders take exactly one whole frame (len bytes, length prefix
  * included).  They check framing and field syntax; semantic checks (is the
@@ -160,16 +164,13 @@ size_t qcoll__msg_encode_table(const uint8_t *secret, int nranks,
 qcoll__msg_result_t qcoll__msg_decode_hello(const uint8_t *buf, size_t len,
                                             qcoll__boot_hello_t *out,
                                             char *why);
-qcoll__msg_result_t qcoll__msg_decode_ring_hello(const uint8_t *buf,
-                                                 size_t len,
+qcoll__msg_result_t qcoll__msg_decode_ring_hello(const uint8_t *buf, size_t len,
                                                  qcoll__boot_ring_hello_t *out,
                                                  char *why);
-/* A table must list exactly expect_nranks addresses, written to table
- * (room for expect_nranks entries). */
+/* A ring address must be addressed to expect_rank of expect_nranks. */
 qcoll__msg_result_t qcoll__msg_decode_reply(const uint8_t *buf, size_t len,
-                                            int expect_nranks,
+                                            int expect_rank, int expect_nranks,
                                             qcoll__boot_reply_t *out,
-                                            qcoll__boot_addr_t *table,
                                             char *why);
 
 /* ---- ring data header --------------------------------------------- */

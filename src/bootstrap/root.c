@@ -12,10 +12,11 @@
  * The first valid hello fixes the world size and starts the deadline
  * (timeout_s).  Each later hello is checked against it: same world size,
  * rank in range, rank not seen before.  When all ranks are there the root
- * sends everyone the table of ring addresses and exits.  On the first
- * failure (a check, a rank that left, or the deadline) it sends every rank
- * that is connected an error naming the problem, then keeps answering ranks
- * that arrive later with the same error until each rank has heard it or
+ * sends each rank the ring address of its successor (all a rank needs, so
+ * the root sends O(nranks) bytes, not a table to everyone) and exits.  On the
+ * first failure (a check, a rank that left, or the deadline) it sends every
+ * rank that is connected an error naming the problem, then keeps answering
+ * ranks that arrive later with the same error until each rank has heard it or
  * the deadline passes, so every rank that is up learns why.
  *
  * Before the first valid hello the root waits without a deadline: nobody
@@ -99,7 +100,7 @@ static void root_send(root_t *r, int fd, const uint8_t *buf, size_t len,
   if (res != QCOLL__IO_OK)
     QLOG_WARN(NULL, BOOT, "bootstrap root %s: could not send the %s to %s: %s",
               r->where, what, peer,
-              res == QCOLL__IO_TIMEOUT ? "timed out"
+              res == QCOLL__IO_TIMEOUT  ? "timed out"
               : res == QCOLL__IO_CLOSED ? "connection closed"
                                         : strerror(err));
 }
@@ -136,34 +137,26 @@ static void root_fail(root_t *r, qcoll_status_t status, const char *fmt, ...) {
     }
 }
 
-static void root_send_table(root_t *r) {
-  size_t len = qcoll__msg_table_bytes(r->nranks);
-  uint8_t *buf = malloc(len);
-  qcoll__boot_addr_t *table = malloc((size_t)r->nranks * sizeof *table);
-  if (!buf || !table) {
-    free(buf);
-    free(table);
-    root_fail(r, QCOLL_ERR_OUT_OF_MEMORY,
-              "the root could not allocate the table of %d ranks", r->nranks);
-    return;
-  }
-  for (int k = 0; k < r->nranks; k++) table[k] = r->ranks[k].listen;
-  size_t n = qcoll__msg_encode_table(r->secret, r->nranks, table, buf, len);
+/* Everyone is here: tell each rank where its successor listens. */
+static void root_send_ring(root_t *r) {
   for (int k = 0; k < r->nranks; k++) {
-    root_send(r, r->ranks[k].fd, buf, n, r->ranks[k].peer, "table");
+    uint8_t buf[QCOLL__BOOT_NEXT_BYTES];
+    size_t n = qcoll__msg_encode_next(r->secret, k, r->nranks,
+                                      &r->ranks[(k + 1) % r->nranks].listen,
+                                      buf, sizeof buf);
+    root_send(r, r->ranks[k].fd, buf, n, r->ranks[k].peer, "ring address");
     close(r->ranks[k].fd);
     r->ranks[k].fd = -1;
   }
   QLOG_INFO(NULL, BOOT, "bootstrap root %s: all %d ranks arrived", r->where,
             r->nranks);
-  free(buf);
-  free(table);
 }
 
 /* "rank 3" / "ranks 3, 7" (bounded), for the deadline's message. */
 static void format_missing(const root_t *r, char *buf, size_t size) {
   int missing = r->nranks - r->joined, listed = 0;
-  size_t used = (size_t)snprintf(buf, size, "%s", missing == 1 ? "rank" : "ranks");
+  size_t used =
+      (size_t)snprintf(buf, size, "%s", missing == 1 ? "rank" : "ranks");
   for (int k = 0; k < r->nranks && used < size; k++) {
     if (r->ranks[k].fd >= 0) continue;
     if (used > size - 32) {
@@ -229,8 +222,8 @@ static void root_handle_hello(root_t *r, qcoll__pending_t *p) {
   if (r->nranks == 0) {
     if (h.nranks < 1 || h.nranks > QCOLL__BOOT_MAX_RANKS) {
       root_fail(r, QCOLL_ERR_INVALID_ARGUMENT,
-                "rank %d claims world size %d, which is not in [1, %d]",
-                h.rank, h.nranks, QCOLL__BOOT_MAX_RANKS);
+                "rank %d claims world size %d, which is not in [1, %d]", h.rank,
+                h.nranks, QCOLL__BOOT_MAX_RANKS);
       root_answer_error(r, p->fd, p->peer, h.rank);
       return;
     }
@@ -297,8 +290,8 @@ static void root_accept(root_t *r) {
                   strerror(errno));
       return;
     }
-    if (!qcoll__pending_pool_add(&r->pending, fd, peer,
-                                 QCOLL__BOOT_HELLO_BYTES, r->hello_s)) {
+    if (!qcoll__pending_pool_add(&r->pending, fd, peer, QCOLL__BOOT_HELLO_BYTES,
+                                 r->hello_s)) {
       QLOG_WARN(NULL, BOOT,
                 "bootstrap root %s: dropped connection from %s: %d "
                 "connections are already waiting to authenticate",
@@ -352,8 +345,8 @@ static void root_step(root_t *r) {
       if (res == QCOLL__PENDING_MORE) continue;
       if (res == QCOLL__PENDING_DROP) {
         QLOG_WARN(NULL, BOOT,
-                  "bootstrap root %s: dropped connection from %s: %s",
-                  r->where, p->peer, why);
+                  "bootstrap root %s: dropped connection from %s: %s", r->where,
+                  p->peer, why);
         close(p->fd);
       } else {
         root_handle_hello(r, p);
@@ -384,7 +377,7 @@ static void root_check_done(root_t *r) {
     return;
   }
   if (r->nranks > 0 && r->joined == r->nranks) {
-    root_send_table(r);
+    root_send_ring(r);
     r->done = true;
     return;
   }
@@ -401,8 +394,7 @@ static void root_check_done(root_t *r) {
 
 static void *root_main(void *arg) {
   root_t *r = arg;
-  QLOG_INFO(NULL, BOOT, "bootstrap root listening, advertised as %s",
-            r->where);
+  QLOG_INFO(NULL, BOOT, "bootstrap root listening, advertised as %s", r->where);
   while (!r->done) {
     root_step(r);
     root_check_done(r);
@@ -415,7 +407,8 @@ static void *root_main(void *arg) {
 
 /* The address to advertise: addr, else QCOLL_ROOT_ADDR, else the first
  * non-loopback IPv4 address, else 127.0.0.1. */
-static qcoll_status_t choose_address(const char *addr, qcoll__boot_addr_t *out) {
+static qcoll_status_t choose_address(const char *addr,
+                                     qcoll__boot_addr_t *out) {
   if (!addr || !*addr) addr = qcoll__env_str("QCOLL_ROOT_ADDR");
   if (addr && *addr) return qcoll__addr_resolve(addr, out);
   if (qcoll__addr_first_nonloopback(out)) return QCOLL_OK;
@@ -437,9 +430,9 @@ qcoll_status_t qcoll__bootstrap_make_id(const char *addr, int port,
     return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
                         "qcoll__bootstrap_make_id: id is NULL");
   if (port < 1 || port > 65535)
-    return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
-                        "qcoll__bootstrap_make_id: port %d is not in [1, 65535]",
-                        port);
+    return qcoll__error(
+        NULL, QCOLL_ERR_INVALID_ARGUMENT,
+        "qcoll__bootstrap_make_id: port %d is not in [1, 65535]", port);
   qcoll__boot_id_t bid;
   memset(&bid, 0, sizeof bid);
   qcoll_status_t st = choose_address(addr, &bid.root);
@@ -493,7 +486,8 @@ qcoll_status_t qcoll__bootstrap_root_start(const char *addr, int port,
 
   root_t *r = calloc(1, sizeof *r);
   if (!r || !qcoll__pending_pool_init(&r->pending, ROOT_PENDING_MAX) ||
-      !(r->pfds = malloc((size_t)(1 + ROOT_PENDING_MAX + 1) * sizeof *r->pfds))) {
+      !(r->pfds =
+            malloc((size_t)(1 + ROOT_PENDING_MAX + 1) * sizeof *r->pfds))) {
     if (r) {
       r->listen_fd = -1;
       root_free(r);

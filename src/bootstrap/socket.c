@@ -94,8 +94,8 @@ qcoll_status_t qcoll__addr_resolve(const char *host, qcoll__boot_addr_t *out) {
   int rc = getaddrinfo(host, NULL, &hints, &res);
   if (rc != 0)
     return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
-                        "bootstrap: cannot resolve root address '%s': %s",
-                        host, gai_strerror(rc));
+                        "bootstrap: cannot resolve root address '%s': %s", host,
+                        gai_strerror(rc));
   /* IPv4 first: it is what most clusters route between hosts. */
   const struct addrinfo *pick = NULL;
   for (const struct addrinfo *ai = res; ai; ai = ai->ai_next)
@@ -348,11 +348,14 @@ qcoll__io_result_t qcoll__io_connect(const qcoll__io_t *io,
                                      qcoll__deadline_t deadline, bool retry,
                                      int *fd, int *err) {
   double backoff = 0.01;
+  int last = 0; /* the last refusal, to report instead of "timed out" */
   *err = 0;
   for (;;) {
     if (qcoll__io_aborted(io)) return QCOLL__IO_ABORTED;
     qcoll__io_result_t r = connect_once(io, addr, deadline, fd, err);
+    if (r == QCOLL__IO_TIMEOUT && last) *err = last;
     if (r != QCOLL__IO_ERROR || !retry || !is_retryable(*err)) return r;
+    last = *err;
     if (qcoll__deadline_passed(deadline)) return QCOLL__IO_TIMEOUT;
     /* Sleep (abortably) before the next attempt. */
     double nap = QCOLL_MIN(backoff, qcoll__deadline_left(deadline));

@@ -3,6 +3,18 @@
  * INT6, INT4), one header for host C11 and for CUDA device code, so that the
  * CPU reference decides bit for bit what the GPU kernels must produce.
  *
+ * ==== API (all host and device; qcoll__codec_ prefix) =====================
+ *
+ *   group_bytes(fmt), range(fmt), groups(n), encoded_bytes(fmt, n)
+ *   encode_group(fmt, in[32], out)        decode_group(fmt, in, out[32])
+ *   encode(fmt, in, n, out)               decode(fmt, in, n, out)
+ *   per element, for kernels: abs_bits, enc_scale, encode_lane, dec_scale,
+ *   decode_lane, store_scale/load_scale, pack/unpack_one; device only:
+ *   warp_encode, warp_decode (one group per warp).
+ * fmt is QCOLL_QUANT_FP8, _INT8, _INT6 or _INT4; for any other value sizes
+ * are 0 and nothing is written.  Host f16/bf16 data converts to and from f32
+ * with core/dtype.h.
+ *
  * ==== Groups ==============================================================
  *
  * Values are f32 (f16/bf16 callers convert to f32 first; the conversion is
@@ -151,10 +163,15 @@
 #pragma STDC FP_CONTRACT OFF
 #endif
 
+/* Functions of this header: host and device under nvcc, static inline in C.
+ * (static: every translation unit gets its own copy, so host C objects and
+ * CUDA objects of one library never clash.) */
+#ifndef QCOLL_HD
 #ifdef __CUDACC__
 #define QCOLL_HD static __host__ __device__ __forceinline__
 #else
 #define QCOLL_HD static inline
+#endif
 #endif
 
 #ifdef __cplusplus
@@ -353,9 +370,10 @@ QCOLL_HD qcoll__codec_dec_t qcoll__codec_dec_scale(qcoll_quant_t fmt, uint32_t s
   s.nonfinite = bits >= QCOLL_CODEC_INF_BITS;
   s.amax = qcoll__codec_bits_to_f32(bits);
   s.post = tiny ? 5.42101086242752217e-20f /* 2^-64 */ : 1.0f;
-  s.step = s.nonfinite ? 0.0f
-                       : qcoll__codec_div(qcoll__codec_mul(s.amax, tiny ? 18446744073709551616.0f : 1.0f),
-                                          (float)qcoll__codec_range(fmt));
+  s.step = s.nonfinite
+               ? 0.0f
+               : qcoll__codec_div(qcoll__codec_mul(s.amax, tiny ? 18446744073709551616.0f : 1.0f),
+                                  (float)qcoll__codec_range(fmt));
   return s;
 }
 
@@ -414,8 +432,8 @@ QCOLL_HD void qcoll__codec_pack(qcoll_quant_t fmt, const uint32_t codes[QCOLL_CO
     break;
   case QCOLL_QUANT_INT6:
     for (i = 0; i < QCOLL_CODEC_GROUP / 4; i++) {
-      uint32_t w = codes[4 * i] | codes[4 * i + 1] << 6 | codes[4 * i + 2] << 12 |
-                   codes[4 * i + 3] << 18;
+      uint32_t w =
+          codes[4 * i] | codes[4 * i + 1] << 6 | codes[4 * i + 2] << 12 | codes[4 * i + 3] << 18;
       dst[3 * i] = (uint8_t)w;
       dst[3 * i + 1] = (uint8_t)(w >> 8);
       dst[3 * i + 2] = (uint8_t)(w >> 16);
@@ -463,8 +481,7 @@ QCOLL_HD void qcoll__codec_encode_group(qcoll_quant_t fmt, const float in[QCOLL_
 }
 
 /* Decode the first n (<= 32) values of one group. */
-QCOLL_HD void qcoll__codec_decode_group_n(qcoll_quant_t fmt, const uint8_t *in, float *out,
-                                          int n) {
+QCOLL_HD void qcoll__codec_decode_group_n(qcoll_quant_t fmt, const uint8_t *in, float *out, int n) {
   int i;
   if (!qcoll__codec_valid(fmt)) return;
   qcoll__codec_dec_t s = qcoll__codec_dec_scale(fmt, qcoll__codec_load_scale(in));
@@ -489,7 +506,8 @@ QCOLL_HD void qcoll__codec_encode(qcoll_quant_t fmt, const float *in, size_t n, 
   if (rest) {
     float pad[QCOLL_CODEC_GROUP];
     size_t i;
-    for (i = 0; i < QCOLL_CODEC_GROUP; i++) pad[i] = i < rest ? in[full * QCOLL_CODEC_GROUP + i] : 0.0f;
+    for (i = 0; i < QCOLL_CODEC_GROUP; i++)
+      pad[i] = i < rest ? in[full * QCOLL_CODEC_GROUP + i] : 0.0f;
     qcoll__codec_encode_group(fmt, pad, out + full * gb);
   }
 }

@@ -5,13 +5,16 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* cmocka needs setjmp.h, stdarg.h and stddef.h first. */
 #include <cmocka.h>
 
 #include "bootstrap/message.h"
 #include "qcoll.h"
 
 static void fill_secret(uint8_t *s, uint8_t seed) {
-  for (int i = 0; i < QCOLL__BOOT_SECRET_BYTES; i++) s[i] = (uint8_t)(seed + 7 * i);
+  for (int i = 0; i < QCOLL__BOOT_SECRET_BYTES; i++)
+    s[i] = (uint8_t)(seed + 7 * i);
 }
 
 static qcoll__boot_addr_t addr4(uint8_t a, uint8_t b, uint8_t c, uint8_t d,
@@ -114,10 +117,10 @@ static void hello_refuses_bad_frames(void **state) {
   assert_non_null(strstr(why, "version 99"));
   /* Right size, wrong type. */
   memcpy(buf, good, sizeof buf);
-  buf[9] = QCOLL__BOOT_MSG_TABLE;
+  buf[9] = QCOLL__BOOT_MSG_NEXT;
   assert_int_equal(qcoll__msg_decode_hello(buf, sizeof buf, &back, why),
                    QCOLL__MSG_INVALID);
-  assert_non_null(strstr(why, "table"));
+  assert_non_null(strstr(why, "ring address"));
   /* The length field disagrees with the frame. */
   memcpy(buf, good, sizeof buf);
   buf[3] ^= 1;
@@ -139,9 +142,9 @@ static void peek_length_bounds_the_frame(void **state) {
   assert_int_equal(qcoll__msg_peek_length(http, 3, 72, 72, &frame, why),
                    QCOLL__MSG_INCOMPLETE);
   /* "GET " as a length is about 1.2 GB: refused before any allocation. */
-  assert_int_equal(qcoll__msg_peek_length(http, sizeof http - 1, 72, 72,
-                                          &frame, why),
-                   QCOLL__MSG_INVALID);
+  assert_int_equal(
+      qcoll__msg_peek_length(http, sizeof http - 1, 72, 72, &frame, why),
+      QCOLL__MSG_INVALID);
   assert_non_null(strstr(why, "1195725860-byte"));
   const uint8_t ok[4] = {0, 0, 0, 68};
   assert_int_equal(qcoll__msg_peek_length(ok, 4, 72, 72, &frame, why),
@@ -174,49 +177,51 @@ static void ring_hello_round_trips(void **state) {
                    QCOLL__MSG_INVALID);
 }
 
-static void table_round_trips_for_the_expected_size_only(void **state) {
-  enum { N = 5 };
+static void ring_address_is_for_its_recipient_only(void **state) {
   uint8_t secret[QCOLL__BOOT_SECRET_BYTES];
   fill_secret(secret, 1);
-  qcoll__boot_addr_t table[N], back[N];
-  for (int r = 0; r < N; r++) table[r] = addr4(10, 0, 0, (uint8_t)r, (uint16_t)(1000 + r));
-  size_t len = qcoll__msg_table_bytes(N);
-  uint8_t *buf = malloc(len);
-  assert_int_equal(qcoll__msg_encode_table(secret, N, table, buf, len), len);
+  qcoll__boot_addr_t next = addr4(10, 0, 0, 4, 1004);
+  uint8_t buf[QCOLL__BOOT_NEXT_BYTES];
+  assert_int_equal(qcoll__msg_encode_next(secret, 3, 5, &next, buf, sizeof buf),
+                   QCOLL__BOOT_NEXT_BYTES);
   qcoll__boot_reply_t reply;
   char why[QCOLL__BOOT_WHY_MAX];
-  assert_int_equal(qcoll__msg_decode_reply(buf, len, N, &reply, back, why),
+  assert_int_equal(qcoll__msg_decode_reply(buf, sizeof buf, 3, 5, &reply, why),
                    QCOLL__MSG_OK);
-  assert_int_equal(reply.type, QCOLL__BOOT_MSG_TABLE);
-  assert_int_equal(reply.nranks, N);
+  assert_int_equal(reply.type, QCOLL__BOOT_MSG_NEXT);
+  assert_int_equal(reply.rank, 3);
+  assert_int_equal(reply.nranks, 5);
   assert_memory_equal(reply.secret, secret, QCOLL__BOOT_SECRET_BYTES);
-  for (int r = 0; r < N; r++) {
-    assert_int_equal(back[r].port, 1000 + r);
-    assert_int_equal(back[r].ip[3], r);
-  }
-  /* A receiver that expects another world size refuses the table. */
-  assert_int_equal(qcoll__msg_decode_reply(buf, len, N + 1, &reply, back, why),
+  assert_int_equal(reply.next.port, 1004);
+  assert_int_equal(reply.next.ip[3], 4);
+  /* Meant for another rank, or another world size: refused. */
+  assert_int_equal(qcoll__msg_decode_reply(buf, sizeof buf, 2, 5, &reply, why),
                    QCOLL__MSG_INVALID);
-  /* An entry without an address is refused in a world of more than one. */
-  buf[QCOLL__BOOT_FRAME_HDR_BYTES + QCOLL__BOOT_SECRET_BYTES + 4 +
-      2 * QCOLL__BOOT_ADDR_BYTES] = 0;
-  assert_int_equal(qcoll__msg_decode_reply(buf, len, N, &reply, back, why),
+  assert_non_null(strstr(why, "for rank 3 of 5, expected rank 2 of 5"));
+  assert_int_equal(qcoll__msg_decode_reply(buf, sizeof buf, 3, 6, &reply, why),
                    QCOLL__MSG_INVALID);
-  assert_non_null(strstr(why, "rank 2"));
-  free(buf);
+  /* No address is fine for a world of one only. */
+  qcoll__boot_addr_t none;
+  memset(&none, 0, sizeof none);
+  qcoll__msg_encode_next(secret, 0, 1, &none, buf, sizeof buf);
+  assert_int_equal(qcoll__msg_decode_reply(buf, sizeof buf, 0, 1, &reply, why),
+                   QCOLL__MSG_OK);
+  qcoll__msg_encode_next(secret, 0, 2, &none, buf, sizeof buf);
+  assert_int_equal(qcoll__msg_decode_reply(buf, sizeof buf, 0, 2, &reply, why),
+                   QCOLL__MSG_INVALID);
+  assert_non_null(strstr(why, "family 0"));
 }
 
 static void error_text_is_bounded_and_printable(void **state) {
   uint8_t secret[QCOLL__BOOT_SECRET_BYTES];
   fill_secret(secret, 2);
   uint8_t buf[QCOLL__BOOT_ERROR_MAX_BYTES];
-  size_t n = qcoll__msg_encode_error(secret, QCOLL_ERR_MISMATCH,
-                                     "rank 2 joined twice\n\x01", buf,
-                                     sizeof buf);
+  size_t n = qcoll__msg_encode_error(
+      secret, QCOLL_ERR_MISMATCH, "rank 2 joined twice\n\x01", buf, sizeof buf);
   assert_int_equal(n, QCOLL__BOOT_ERROR_MIN_BYTES + 21);
   qcoll__boot_reply_t reply;
   char why[QCOLL__BOOT_WHY_MAX];
-  assert_int_equal(qcoll__msg_decode_reply(buf, n, 4, &reply, NULL, why),
+  assert_int_equal(qcoll__msg_decode_reply(buf, n, 0, 4, &reply, why),
                    QCOLL__MSG_OK);
   assert_int_equal(reply.type, QCOLL__BOOT_MSG_ERROR);
   assert_int_equal(reply.status, QCOLL_ERR_MISMATCH);
@@ -229,24 +234,25 @@ static void error_text_is_bounded_and_printable(void **state) {
   n = qcoll__msg_encode_error(secret, QCOLL_ERR_TIMEOUT, longtext, buf,
                               sizeof buf);
   assert_int_equal(n, QCOLL__BOOT_ERROR_MAX_BYTES);
-  assert_int_equal(qcoll__msg_decode_reply(buf, n, 4, &reply, NULL, why),
+  assert_int_equal(qcoll__msg_decode_reply(buf, n, 0, 4, &reply, why),
                    QCOLL__MSG_OK);
   assert_int_equal(strlen(reply.text), QCOLL__BOOT_ERRTEXT_MAX);
 
   /* A status that is not an error is refused. */
   n = qcoll__msg_encode_error(secret, QCOLL_OK, "fine", buf, sizeof buf);
-  assert_int_equal(qcoll__msg_decode_reply(buf, n, 4, &reply, NULL, why),
+  assert_int_equal(qcoll__msg_decode_reply(buf, n, 0, 4, &reply, why),
                    QCOLL__MSG_INVALID);
   /* A text length that disagrees with the frame is refused. */
-  n = qcoll__msg_encode_error(secret, QCOLL_ERR_TIMEOUT, "abc", buf, sizeof buf);
+  n = qcoll__msg_encode_error(secret, QCOLL_ERR_TIMEOUT, "abc", buf,
+                              sizeof buf);
   buf[QCOLL__BOOT_FRAME_HDR_BYTES + QCOLL__BOOT_SECRET_BYTES + 5] = 200;
-  assert_int_equal(qcoll__msg_decode_reply(buf, n, 4, &reply, NULL, why),
+  assert_int_equal(qcoll__msg_decode_reply(buf, n, 0, 4, &reply, why),
                    QCOLL__MSG_INVALID);
 }
 
 static void data_header_round_trips(void **state) {
-  qcoll__boot_data_hdr_t h = {QCOLL__BOOT_DATA_BROADCAST, 17,
-                              0x123456789abull}, back;
+  qcoll__boot_data_hdr_t h = {QCOLL__BOOT_DATA_BROADCAST, 17, 0x123456789abull},
+                         back;
   uint8_t buf[QCOLL__BOOT_DATA_HDR_BYTES];
   qcoll__msg_encode_data_hdr(&h, buf);
   char why[QCOLL__BOOT_WHY_MAX];
@@ -281,7 +287,6 @@ static void decoders_survive_random_bytes(void **state) {
   qcoll__boot_hello_t h;
   qcoll__boot_ring_hello_t rh;
   qcoll__boot_reply_t reply;
-  qcoll__boot_addr_t table[4];
   qcoll__boot_data_hdr_t dh;
   char why[QCOLL__BOOT_WHY_MAX];
   uint32_t x = 12345;
@@ -302,8 +307,7 @@ static void decoders_survive_random_bytes(void **state) {
     }
     (void)qcoll__msg_decode_hello(buf, len, &h, why);
     (void)qcoll__msg_decode_ring_hello(buf, len, &rh, why);
-    if (qcoll__msg_decode_reply(buf, len, 4, &reply, table, why) ==
-            QCOLL__MSG_OK &&
+    if (qcoll__msg_decode_reply(buf, len, 1, 4, &reply, why) == QCOLL__MSG_OK &&
         reply.type == QCOLL__BOOT_MSG_ERROR)
       assert_true(strlen(reply.text) <= QCOLL__BOOT_ERRTEXT_MAX);
     (void)qcoll__msg_decode_data_hdr(buf, len, &dh, why);
@@ -317,7 +321,7 @@ int main(void) {
       cmocka_unit_test(hello_refuses_bad_frames),
       cmocka_unit_test(peek_length_bounds_the_frame),
       cmocka_unit_test(ring_hello_round_trips),
-      cmocka_unit_test(table_round_trips_for_the_expected_size_only),
+      cmocka_unit_test(ring_address_is_for_its_recipient_only),
       cmocka_unit_test(error_text_is_bounded_and_printable),
       cmocka_unit_test(data_header_round_trips),
       cmocka_unit_test(secrets_compare_exactly),

@@ -124,8 +124,10 @@ static void model_encode(qcoll_quant_t fmt, const float x[G], uint8_t *out) {
   double amax = 0, R = model_range(fmt);
   int nonfinite = 0;
   for (int i = 0; i < G; i++) {
-    if (isnan(x[i]) || isinf(x[i])) nonfinite = 1;
-    else if (fabs(x[i]) > amax) amax = fabs(x[i]);
+    if (isnan(x[i]) || isinf(x[i]))
+      nonfinite = 1;
+    else if (fabs(x[i]) > amax)
+      amax = fabs(x[i]);
   }
   if (nonfinite) {
     for (int i = 0; i < G; i++) codes[i] = fmt == FP8 ? 0 : (uint32_t)R;
@@ -197,7 +199,8 @@ static void check_group(qcoll_quant_t fmt, const float *vals, int n, uint32_t sc
   uint8_t got[QCOLL_CODEC_MAX_GROUP_BYTES], want[QCOLL_CODEC_MAX_GROUP_BYTES];
   char label[128];
   fill_group(g, vals, n);
-  for (int i = 0; i < G; i++) codes[i] = i < n ? want_codes[i] : (fmt == FP8 ? 0 : model_range(fmt));
+  for (int i = 0; i < G; i++)
+    codes[i] = i < n ? want_codes[i] : (fmt == FP8 ? 0 : model_range(fmt));
   model_pack(fmt, scale, codes, want);
   memset(got, 0xa5, sizeof got);
   qcoll__codec_encode_group(fmt, g, got);
@@ -225,8 +228,7 @@ static void test_sizes(void **state) {
   assert_int_equal(qcoll__codec_encoded_bytes(INT6, 33), 56);
   assert_int_equal(qcoll__codec_encoded_bytes(INT4, 1024), 32 * 20);
   assert_int_equal(qcoll__codec_encoded_bytes(INT8, 1000), 32 * 36);
-  for (size_t i = 0; i < 4; i++)
-    assert_int_equal(qcoll__codec_group_bytes(ALL_FORMATS[i]) % 4, 0);
+  for (size_t i = 0; i < 4; i++) assert_int_equal(qcoll__codec_group_bytes(ALL_FORMATS[i]) % 4, 0);
 }
 
 /* ---- crafted groups, literal bytes ---------------------------------------- */
@@ -358,8 +360,8 @@ static void test_ties_int_bytes(void **state) {
  * the smallest normal (0x08). */
 static void test_ties_fp8_bytes(void **state) {
   (void)state;
-  const float v[] = {448.0f, 1.0625f, 1.1875f, 432.0f, 232.0f, 0x1p-10f, 0x3p-10f, -1.0625f,
-                     0x5p-10f, 0x11p-10f, 0xfp-10f, -448.0f};
+  const float v[] = {448.0f,   1.0625f,  1.1875f,  432.0f,    232.0f,   0x1p-10f,
+                     0x3p-10f, -1.0625f, 0x5p-10f, 0x11p-10f, 0xfp-10f, -448.0f};
   const uint32_t c[] = {0x7e, 0x38, 0x3a, 0x7e, 0x76, 0x00, 0x02, 0xb8, 0x02, 0x08, 0x08, 0xfe};
   check_group(FP8, v, 12, bitsf(448.0f), c, "ties");
   /* every e4m3 value except NaN decodes to itself with step 1 */
@@ -501,8 +503,8 @@ static void test_negative_amax_bytes(void **state) {
  * 32 canonical NaNs.  The next group is unaffected. */
 static void test_nonfinite_policy(void **state) {
   (void)state;
-  const uint32_t bad[] = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00000u, 0x7f800001u,
-                          0x7fbfffffu};
+  const uint32_t bad[] = {0x7f800000u, 0xff800000u, 0x7fc00000u,
+                          0xffc00000u, 0x7f800001u, 0x7fbfffffu};
   for (size_t f = 0; f < 4; f++) {
     qcoll_quant_t fmt = ALL_FORMATS[f];
     for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++)
@@ -537,8 +539,10 @@ static void test_amax_exact(void **state) {
     for (int k = 0; k < 200000; k++) {
       /* every exponent from subnormal to FLT_MAX, random mantissas, plus the
        * extremes */
-      uint32_t ab = k == 0 ? 1u : k == 1 ? 0x7f7fffffu : k == 2 ? 0x00800000u
-                                  : (uint32_t)(rng_next(&rng) % 0x7f7fffffu) + 1u;
+      uint32_t ab = k == 0   ? 1u
+                    : k == 1 ? 0x7f7fffffu
+                    : k == 2 ? 0x00800000u
+                             : (uint32_t)(rng_next(&rng) % 0x7f7fffffu) + 1u;
       qcoll__codec_enc_t s = qcoll__codec_enc_scale(fmt, ab);
       float amax = fbits(ab);
       assert_int_equal(qcoll__codec_encode_lane(fmt, amax, s), top);
@@ -551,7 +555,14 @@ static void test_amax_exact(void **state) {
 
 /* ---- the implementation equals the independent model ------------------- */
 
-typedef enum gen_kind { GEN_GAUSS, GEN_OUTLIER, GEN_BITS, GEN_TIES, GEN_TINY, GEN_KINDS } gen_kind_t;
+typedef enum gen_kind {
+  GEN_GAUSS,
+  GEN_OUTLIER,
+  GEN_BITS,
+  GEN_TIES,
+  GEN_TINY,
+  GEN_KINDS
+} gen_kind_t;
 
 /* Random groups: Gaussian at a random scale 2^-150..2^120; Gaussian with
  * rare outliers (x1000..x2^20); arbitrary finite bit patterns; exact ties
@@ -622,11 +633,13 @@ static void test_matches_model(void **state) {
 /* ---- error bounds ------------------------------------------------------- */
 
 /* The bounds of codec.h; see the derivation there. */
+static double bound_slack(qcoll_quant_t fmt, double x, double amax) {
+  return (fmt == FP8 ? fabs(x) + amax : amax) * ldexp(1.0, -21) + ldexp(1.0, -149);
+}
 static double bound(qcoll_quant_t fmt, double x, double amax) {
-  double slack = (fabs(x) + amax) * ldexp(1.0, -21) + ldexp(1.0, -149);
-  if (fmt != FP8) return amax / (2.0 * model_range(fmt)) + slack;
+  if (fmt != FP8) return amax / (2.0 * model_range(fmt)) + bound_slack(fmt, x, amax);
   double rel = fabs(x) * ldexp(1.0, -4), sub = amax / 448.0 * ldexp(1.0, -10);
-  return (rel > sub ? rel : sub) + slack;
+  return (rel > sub ? rel : sub) + bound_slack(fmt, x, amax);
 }
 
 static void test_roundtrip_bounds(void **state) {
@@ -655,17 +668,18 @@ static void test_roundtrip_bounds(void **state) {
                         (double)g[i], amax, (double)back[i], err, b);
             fail();
           }
-          double main_term = b - (fabs(g[i]) + amax) * ldexp(1.0, -21) - ldexp(1.0, -149);
+          double main_term = b - bound_slack(fmt, g[i], amax);
           if (main_term > 0 && err / main_term > worst_all) worst_all = err / main_term;
           if (main_term > 0 && amax >= 0x1p-90 && err / main_term > worst) worst = err / main_term;
           assert_true(fabs(back[i]) <= amax);
           n++;
         }
       }
-    print_message("%-4s round trip: %ld values within the bound; worst error / (half a step or "
-                  "half an e4m3 ulp) = %.7f (amax >= 2^-90), %.3f (all, subnormal outputs "
-                  "round to 2^-149)\n",
-                  fmt_name(fmt), n, worst, worst_all);
+    print_message(
+        "%-4s round trip: %ld values within the bound; worst error / (half a step or "
+        "half an e4m3 ulp) = %.7f (amax >= 2^-90), %.3f (all, subnormal outputs "
+        "round to 2^-149)\n",
+        fmt_name(fmt), n, worst, worst_all);
   }
 }
 
@@ -745,8 +759,9 @@ static void test_warp_recipe(void **state) {
       float back[G];
       qcoll__codec_decode_group(fmt, ref, back);
       for (int l = 0; l < G; l++)
-        assert_int_equal(bitsf(qcoll__codec_decode_lane(fmt, qcoll__codec_unpack_one(fmt, ref + 4, l), d)),
-                         bitsf(back[l]));
+        assert_int_equal(
+            bitsf(qcoll__codec_decode_lane(fmt, qcoll__codec_unpack_one(fmt, ref + 4, l), d)),
+            bitsf(back[l]));
     }
   }
 }
@@ -776,8 +791,8 @@ static double paired_z(const float *a, const float *b, const double *ref, size_t
 /* Gaussian inputs that are exact in the input type (f16 or bf16), as the
  * comparison scheme's callers would pass them. */
 typedef struct scheme_tally {
-  int strictly_worse; /* cases where qcoll's RMS error exceeded the comparison's */
-  int significantly_worse; /* ... by more than the sampling noise (z > 3) */
+  int strictly_worse;       /* cases where qcoll's RMS error exceeded the comparison's */
+  int significantly_worse;  /* ... by more than the sampling noise (z > 3) */
   int int8_bf16_not_better; /* INT8 with bf16 accumulation: not better by z < -3 */
 } scheme_tally_t;
 
@@ -805,11 +820,12 @@ static void scheme_case(ref_acc_t acc, int nranks, size_t n, uint64_t seed, sche
     double eq = rms(outq, ref, n), eqr = rms(outq_rounded, ref, n), ec = rms(outc, ref, n);
     double z = paired_z(outq_rounded, outc, ref, n);
     int strictly_worse = !(eq <= ec && eqr <= ec);
-    print_message("%-4s %s ranks=%d  rms error: qcoll %.5e  qcoll->%s %.5e  comparison %.5e  "
-                  "ratio %.4f  z %+6.1f%s\n",
-                  fmt_name(fmt), acc == REF_ACC_F16 ? "f16 " : "bf16", nranks, eq,
-                  acc == REF_ACC_F16 ? "f16 " : "bf16", eqr, ec, eqr / ec, z,
-                  strictly_worse ? "  (qcoll larger)" : "");
+    print_message(
+        "%-4s %s ranks=%d  rms error: qcoll %.5e  qcoll->%s %.5e  comparison %.5e  "
+        "ratio %.4f  z %+6.1f%s\n",
+        fmt_name(fmt), acc == REF_ACC_F16 ? "f16 " : "bf16", nranks, eq,
+        acc == REF_ACC_F16 ? "f16 " : "bf16", eqr, ec, eqr / ec, z,
+        strictly_worse ? "  (qcoll larger)" : "");
     tally->strictly_worse += strictly_worse;
     tally->significantly_worse += z > 3;
     if (fmt == INT8 && acc == REF_ACC_BF16) tally->int8_bf16_not_better += !(z < -3);
@@ -881,13 +897,16 @@ static void test_scheme_exact_sums(void **state) {
     qcoll_quant_t fmt = ALL_FORMATS[f];
     int R = (int)model_range(fmt);
     for (int i = 0; i < LEN; i++) {
-      if (fmt == FP8) v[i] = fp8_vals[(i * 7 + 3) % 17];
-      else v[i] = (float)((i * 7 + 3) % (2 * R + 1) - R);
+      if (fmt == FP8)
+        v[i] = fp8_vals[(i * 7 + 3) % 17];
+      else
+        v[i] = (float)((i * 7 + 3) % (2 * R + 1) - R);
       if (i % G == 5) v[i] = (float)((i / G) & 1 ? R : -R);
     }
     for (int r = 0; r < N; r++) in[r] = v;
     assert_int_equal(ref_scheme_qcoll(fmt, N, LEN, (const float *const *)in, out), 0);
-    assert_int_equal(ref_scheme_compare(fmt, REF_ACC_F16, N, LEN, (const float *const *)in, outc), 0);
+    assert_int_equal(ref_scheme_compare(fmt, REF_ACC_F16, N, LEN, (const float *const *)in, outc),
+                     0);
     for (int i = 0; i < LEN; i++) {
       assert_true(out[i] == 8 * v[i]);
       assert_true(outc[i] == 8 * v[i]);
