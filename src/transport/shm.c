@@ -258,21 +258,48 @@ static const char *activity(const qcoll__shm_t *shm) {
   return shm->activity ? shm->activity : "host shared memory";
 }
 
+static void describe_start(qcoll_comm_t comm, const void *ctx, char *buf,
+                           size_t len);
+
+/* "while waiting for <what>", or "when the call started". */
+static void describe_when(qcoll_comm_t comm, describe_fn describe,
+                          const void *ctx, char *buf, size_t len) {
+  if (describe == describe_start) {
+    snprintf(buf, len, "when the call started");
+    return;
+  }
+  int used = snprintf(buf, len, "while waiting for ");
+  if (used > 0 && (size_t)used < len)
+    describe(comm, ctx, buf + used, len - (size_t)used);
+}
+
+/* Whether the word a wait is for has been posted after all (word may be
+ * NULL).  Checked again just before reporting a peer failure or a timeout:
+ * a peer may post and then exit, and what it posted still counts. */
+static bool posted_meanwhile(_Atomic uint32_t *word, uint32_t target) {
+  return word &&
+         reached(atomic_load_explicit(word, memory_order_acquire), target);
+}
+
+/* QCOLL_OK while the wait for *word >= target may go on (or the word has
+ * been posted); otherwise the error, recorded. */
 static qcoll_status_t check_health(qcoll_comm_t comm, qcoll__deadline_t deadline,
+                                   _Atomic uint32_t *word, uint32_t target,
                                    describe_fn describe, const void *ctx) {
   qcoll__shm_t *shm = comm->shm;
   char what[512];
   if (qcoll__comm_aborted(comm)) {
     qcoll__shm_signal_abort(comm);
-    describe(comm, ctx, what, sizeof what);
+    describe_when(comm, describe, ctx, what, sizeof what);
     return qcoll__error(comm, QCOLL_ERR_ABORTED,
-                        "%s: communicator aborted while waiting for %s",
+                        "%s: communicator aborted %s",
                         activity(shm), what);
   }
   uint32_t failed = atomic_load_explicit(&shm->ctl->abort_word,
                                          memory_order_acquire);
   if (failed) {
-    describe(comm, ctx, what, sizeof what);
+    if (posted_meanwhile(word, target)) return QCOLL_OK;
+    describe_when(comm, describe, ctx, what, sizeof what);
     int l = (int)(failed & 0xffffffu) - 1;
     unsigned why = failed >> 24;
     char who[96];
@@ -286,7 +313,7 @@ static qcoll_status_t check_health(qcoll_comm_t comm, qcoll__deadline_t deadline
       snprintf(who, sizeof who, "rank %d aborted or failed",
                global_rank(comm, l));
     return fail(comm, l, why, QCOLL_ERR_PEER_FAILURE,
-                "%s: %s while rank %d was waiting for %s", activity(shm), who,
+                "%s: %s; rank %d noticed it %s", activity(shm), who,
                 comm->rank, what);
   }
   double now = qcoll__now();
@@ -296,11 +323,12 @@ static qcoll_status_t check_health(qcoll_comm_t comm, qcoll__deadline_t deadline
     for (int l = 0; dead < 0 && l < shm->n; l++)
       if (l != shm->me && atomic_load(&shm->ranks[l].left)) dead = l;
     if (dead >= 0) {
-      describe(comm, ctx, what, sizeof what);
+      if (posted_meanwhile(word, target)) return QCOLL_OK;
+      describe_when(comm, describe, ctx, what, sizeof what);
       bool left = atomic_load(&shm->ranks[dead].left);
       return fail(comm, dead, left ? ABORT_FAILED : ABORT_DIED,
                   QCOLL_ERR_PEER_FAILURE,
-                  "%s: rank %d (pid %d) %s while rank %d was waiting for %s",
+                  "%s: rank %d (pid %d) %s; rank %d noticed it %s",
                   activity(shm), global_rank(comm, dead),
                   (int)atomic_load(&shm->ranks[dead].pid),
                   left ? "destroyed its communicator" : "died", comm->rank,
@@ -308,10 +336,10 @@ static qcoll_status_t check_health(qcoll_comm_t comm, qcoll__deadline_t deadline
     }
   }
   if (now >= deadline.at) {
-    describe(comm, ctx, what, sizeof what);
+    if (posted_meanwhile(word, target)) return QCOLL_OK;
+    describe_when(comm, describe, ctx, what, sizeof what);
     return fail(comm, shm->me, ABORT_TIMEOUT, QCOLL_ERR_TIMEOUT,
-                "%s: timed out after %.1f s (QCOLL_TIMEOUT) on rank %d waiting "
-                "for %s",
+                "%s: timed out after %.1f s (QCOLL_TIMEOUT) on rank %d %s",
                 activity(shm), comm->timeout_s, comm->rank, what);
   }
   return QCOLL_OK;
@@ -359,16 +387,25 @@ static qcoll_status_t wait_word(qcoll_comm_t comm, _Atomic uint32_t *word,
   for (;;) {
     if (reached(atomic_load_explicit(word, memory_order_acquire), target))
       return QCOLL_OK;
-    qcoll_status_t st = check_health(comm, deadline, describe, ctx);
-    if (st != QCOLL_OK) {
-      /* A peer may post and then exit; what it posted still counts. */
-      if (reached(atomic_load_explicit(word, memory_order_acquire), target) &&
-          st != QCOLL_ERR_ABORTED)
-        return QCOLL_OK;
-      return st;
-    }
+    qcoll_status_t st = check_health(comm, deadline, word, target, describe, ctx);
+    if (st != QCOLL_OK) return st;
     sleep_on(shm, word, target);
   }
+}
+
+/* Used when a failure is found before a call waits for anything. */
+static void describe_start(qcoll_comm_t comm, const void *ctx, char *buf,
+                           size_t len) {
+  snprintf(buf, len, "(nothing yet)");
+}
+
+/* A call must not start, let alone complete, once a local rank has failed
+ * or this communicator was aborted: a barrier that the failed rank had
+ * already entered would otherwise still complete. */
+static qcoll_status_t check_start(qcoll_comm_t comm) {
+  if (!failure_flagged(comm)) return QCOLL_OK;
+  qcoll__deadline_t never = {1e300};
+  return check_health(comm, never, NULL, 0, describe_start, NULL);
 }
 
 typedef struct plain_what {
@@ -417,6 +454,8 @@ static void describe_barrier(qcoll_comm_t comm, const void *ctx, char *buf,
 qcoll_status_t qcoll__shm_barrier(qcoll_comm_t comm) {
   qcoll__shm_t *shm = comm->shm;
   if (shm->n == 1) return QCOLL_OK;
+  qcoll_status_t st = check_start(comm);
+  if (st != QCOLL_OK) return st;
   uint32_t k = ++shm->barrier_seq;
   atomic_store_explicit(&shm->ranks[shm->me].barrier_arrived, k,
                         memory_order_relaxed);
@@ -496,11 +535,13 @@ qcoll_status_t qcoll__shm_send(qcoll_comm_t comm, int peer, const void *buf,
   shm_pair_t *pair = pair_at(shm, shm->me, peer);
   uint8_t *data = (uint8_t *)pair + PAIR_HEADER;
   size_t half = shm->layout.pair_bytes / 2;
+  qcoll_status_t st = check_start(comm);
+  if (st != QCOLL_OK) return st;
   for (size_t off = 0; off < bytes; off += half) {
     uint32_t seq = shm->send_seq[peer];
     /* At most two pieces in flight: piece seq reuses the half of seq-2. */
     p2p_what_t w = {true, peer, seq, bytes};
-    qcoll_status_t st = wait_word(comm, &pair->acked, seq - 1, describe_p2p, &w);
+    st = wait_word(comm, &pair->acked, seq - 1, describe_p2p, &w);
     if (st != QCOLL_OK) return st;
     size_t len = QCOLL_MIN(half, bytes - off);
     memcpy(data + (seq & 1u) * half, (const uint8_t *)buf + off, len);
@@ -517,10 +558,12 @@ qcoll_status_t qcoll__shm_recv(qcoll_comm_t comm, int peer, void *buf,
   shm_pair_t *pair = pair_at(shm, peer, shm->me);
   const uint8_t *data = (const uint8_t *)pair + PAIR_HEADER;
   size_t half = shm->layout.pair_bytes / 2;
+  qcoll_status_t st = check_start(comm);
+  if (st != QCOLL_OK) return st;
   for (size_t off = 0; off < bytes; off += half) {
     uint32_t seq = shm->recv_seq[peer];
     p2p_what_t w = {false, peer, seq, bytes};
-    qcoll_status_t st = wait_word(comm, &pair->sent, seq + 1, describe_p2p, &w);
+    st = wait_word(comm, &pair->sent, seq + 1, describe_p2p, &w);
     if (st != QCOLL_OK) return st;
     uint64_t sent_bytes = pair->msg_bytes[seq & 1u];
     if (sent_bytes != bytes)
