@@ -26,6 +26,7 @@ static const env_entry_t env_table[] = {
     {"QCOLL_RANK", "", "rank set by qcoll-run"},
     {"QCOLL_WORLD_SIZE", "", "world size set by qcoll-run"},
     {"QCOLL_LOCAL_RANK", "", "rank among the ranks of this host, set by qcoll-run"},
+    {"QCOLL_LOCAL_SIZE", "", "number of ranks on this host, set by qcoll-run"},
     {"QCOLL_SHM_BYTES", "32M", "host back end: shared-memory staging bytes for all ranks of a host together"},
     {"QCOLL_SHM_ONESHOT_BYTES", "64K", "host back end: largest message reduced one-shot (everyone reads everyone)"},
     {"QCOLL_P2P_BYTES", "256K", "host back end: buffer per ordered pair of ranks for send/recv (capped to fit)"},
@@ -36,6 +37,7 @@ static const env_entry_t env_table[] = {
     {"QCOLL_QUANT_MIN_BYTES", "1M", "messages smaller than this are never quantised"},
     {"QCOLL_IPC_BYTES", "64M", "CUDA IPC buffer per rank (data and flags)"},
     {"QCOLL_ONESHOT_MAX_BYTES", "256K", "largest GPU all-reduce sent one-shot by the selection table"},
+    {"QCOLL_TWOSHOT_MAX_BYTES", "64M", "largest GPU all-reduce sent two-shot before NCCL is preferred (when NCCL serves)"},
     {"QCOLL_NCCL_LIB", "", "path of libnccl to load (default: the usual names)"},
     {"QCOLL_DISABLE_CUDA", "0", "1: never load or use CUDA, even when a GPU is present"},
 };

@@ -257,8 +257,11 @@ int perf_check_prepare(const perf_call_t *c) {
   size_t es = qcoll_dtype_size(c->dtype);
   /* Poison first: in place, the input is a part of the output region. */
   memset((char *)g.out_buf->host + g.out_off, POISON_BYTE, g.out_elems * es);
+  /* A broadcast reads only the root's input; elsewhere, in place, the
+   * buffer must stay poisoned so a missing copy shows. */
+  bool reads_input = c->coll->id != PERF_BROADCAST || c->rank == c->root;
   void *in = (char *)g.in_buf->host + g.in_off;
-  for (size_t j = 0; j < g.in_elems; j++)
+  for (size_t j = 0; reads_input && j < g.in_elems; j++)
     store_int(c->dtype, in, j, input_value(c->dtype, c->op, c->nranks, c->rank, j));
   if (perf_buf_upload(g.out_buf, g.out_off, g.out_elems * es) != 0 ||
       perf_buf_upload(g.in_buf, g.in_off, g.in_elems * es) != 0)

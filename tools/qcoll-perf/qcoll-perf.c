@@ -103,12 +103,22 @@ static void print_usage(FILE *f) {
 static void input_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void input_error(const char *fmt, ...) {
   if (print_input_errors()) {
+    /* One write, so the message arrives whole. */
+    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, PROG_NAME ": ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\nRun '" PROG_NAME " --help' for the options.\n");
+    int n = snprintf(msg, sizeof msg, PROG_NAME ": ");
+    n += vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
     va_end(ap);
+    if (n < (int)sizeof msg)
+      snprintf(msg + n, sizeof msg - (size_t)n, "\nRun '" PROG_NAME " --help' for the options.\n");
+    fputs(msg, stderr);
+  } else {
+    /* Every rank found the same error and rank 0 explains it.  Leaving
+     * first would make the launcher stop rank 0 before it has printed, so
+     * give it a moment; the launcher ends this wait when rank 0 exits. */
+    struct timespec pause = {2, 0};
+    nanosleep(&pause, NULL);
   }
   exit(EXIT_USAGE);
 }
@@ -328,13 +338,21 @@ static void parse_options(int argc, char **argv, perf_opts_t *o) {
 static size_t *sweep_sizes(const perf_opts_t *o, int *n) {
   size_t cap = 16, k = 0;
   size_t *sizes = malloc(cap * sizeof *sizes);
+  if (!sizes) return NULL;
   if (o->coll->id == PERF_BARRIER) { /* no sizes: one row */
     sizes[0] = 0;
     *n = 1;
     return sizes;
   }
   for (size_t s = o->min_bytes;;) {
-    if (k == cap) sizes = realloc(sizes, (cap *= 2) * sizeof *sizes);
+    if (k == cap) {
+      size_t *more = realloc(sizes, (cap *= 2) * sizeof *sizes);
+      if (!more) {
+        free(sizes);
+        return NULL;
+      }
+      sizes = more;
+    }
     sizes[k++] = s;
     double next = o->step_factor > 0 ? (double)s * o->step_factor : (double)s + (double)o->step_bytes;
     /* Truncation could stall a small size with a small factor. */
@@ -566,7 +584,7 @@ static void print_header(bench_t *b) {
       else printf("host memory\n");
     }
     printf("#\n");
-    printf("# %62s  %29s\n", "out-of-place", "in-place");
+    printf("# %72s%31s\n", "out-of-place", "in-place");
     printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size",
            "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time",
            "algbw", "busbw", "#wrong");
@@ -637,6 +655,7 @@ int main(int argc, char **argv) {
 
   int n_sizes = 0;
   size_t *sizes = sweep_sizes(&opt, &n_sizes);
+  if (!sizes) die(&b, "out of memory");
   if (perf_buf_alloc(&b.send, opt.mem, opt.max_bytes) != 0 ||
       perf_buf_alloc(&b.recv, opt.mem, opt.max_bytes) != 0)
     die(&b, "cannot allocate two buffers of %zu bytes", opt.max_bytes);

@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -70,6 +71,17 @@ static const char *const launcher_vars[] = {
     "QCOLL_RANK", "QCOLL_WORLD_SIZE", "QCOLL_LOCAL_RANK", "QCOLL_LOCAL_SIZE",
     "QCOLL_UNIQUE_ID"};
 #define N_LAUNCHER_VARS (sizeof launcher_vars / sizeof launcher_vars[0])
+
+/* A malloc'ed "NAME=value", or NULL when out of memory. */
+static char *format_entry(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *format_entry(const char *fmt, ...) {
+  char *s = NULL;
+  va_list ap;
+  va_start(ap, fmt);
+  if (vasprintf(&s, fmt, ap) < 0) s = NULL;
+  va_end(ap);
+  return s;
+}
 
 /* ---- options ------------------------------------------------------ */
 
@@ -150,12 +162,14 @@ static char *parse_extra_env(const char *arg) {
   if (is_launcher_var(arg, name_len))
     usage_error("-x %.*s: this variable is set by " PROG_NAME " for each rank",
                 (int)name_len, arg);
-  if (eq) return strdup(arg);
-  const char *value = getenv(arg);
-  if (!value)
+  const char *value = eq ? NULL : getenv(arg);
+  if (!eq && !value)
     usage_error("-x %s: the variable is not set here (use -x %s=VALUE)", arg, arg);
-  char *s = NULL;
-  if (asprintf(&s, "%s=%s", arg, value) < 0) s = NULL;
+  char *s = eq ? strdup(arg) : format_entry("%s=%s", arg, value);
+  if (!s) {
+    perror(PROG_NAME);
+    exit(1);
+  }
   return s;
 }
 
@@ -292,19 +306,36 @@ static char **build_rank_env(const options_t *o, int rank, const char *id_hex) {
   for (size_t i = 0; i < n_env; i++)
     if (!env_entry_overridden(environ[i], o)) env[k++] = environ[i];
   for (int i = 0; i < o->n_extra_env; i++) env[k++] = o->extra_env[i];
-  char *v[N_LAUNCHER_VARS] = {NULL};
-  int ok = asprintf(&v[0], "QCOLL_RANK=%d", rank) >= 0 &&
-           asprintf(&v[1], "QCOLL_WORLD_SIZE=%d", o->nranks) >= 0 &&
-           asprintf(&v[2], "QCOLL_LOCAL_RANK=%d", rank) >= 0 &&
-           asprintf(&v[3], "QCOLL_LOCAL_SIZE=%d", o->nranks) >= 0 &&
-           asprintf(&v[4], "QCOLL_UNIQUE_ID=%s", id_hex) >= 0;
+  /* All ranks run on this host: local rank = rank, local size = world. */
+  char *v[N_LAUNCHER_VARS] = {
+      format_entry("QCOLL_RANK=%d", rank), format_entry("QCOLL_WORLD_SIZE=%d", o->nranks),
+      format_entry("QCOLL_LOCAL_RANK=%d", rank), format_entry("QCOLL_LOCAL_SIZE=%d", o->nranks),
+      format_entry("QCOLL_UNIQUE_ID=%s", id_hex)};
+  bool ok = true;
+  for (size_t i = 0; i < N_LAUNCHER_VARS; i++) ok = ok && v[i];
   if (!ok) {
+    for (size_t i = 0; i < N_LAUNCHER_VARS; i++) free(v[i]);
     free(env);
     return NULL;
   }
   for (size_t i = 0; i < N_LAUNCHER_VARS; i++) env[k++] = v[i];
   env[k] = NULL;
   return env;
+}
+
+/* The launcher's own strings are the last N_LAUNCHER_VARS entries; the
+ * others belong to environ and -x. */
+static void free_rank_env(char **env) {
+  if (!env) return;
+  size_t n = 0;
+  while (env[n]) n++;
+  for (size_t i = n - N_LAUNCHER_VARS; i < n; i++) free(env[i]);
+  free(env);
+}
+
+static void free_options(options_t *o) {
+  for (int i = 0; i < o->n_extra_env; i++) free(o->extra_env[i]);
+  free(o->extra_env);
 }
 
 /* ---- time ---------------------------------------------------------- */
@@ -727,13 +758,20 @@ static int spawn_rank(job_t *job, int r, const char *path, char **envp) {
   return 0;
 }
 
-int main(int argc, char **argv) {
-  options_t opt;
-  parse_options(argc, argv, &opt);
-
+/* Everything after the command line; returns the job's exit status. */
+static int launch(const options_t *opt) {
   char path[PATH_MAX];
-  int rc = resolve_program(opt.prog_argv[0], rank_path(&opt), path, sizeof path);
+  int rc = resolve_program(opt->prog_argv[0], rank_path(opt), path, sizeof path);
   if (rc) return rc;
+
+  /* Tagged output holds two pipes per rank: 1024 ranks need more than the
+   * usual soft limit of descriptors. */
+  struct rlimit nofile;
+  if (opt->tag_output && getrlimit(RLIMIT_NOFILE, &nofile) == 0 &&
+      nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &nofile);
+  }
 
   if (install_signal_handlers() != 0) {
     perror(PROG_NAME ": signal setup");
@@ -751,19 +789,19 @@ int main(int argc, char **argv) {
     return 1;
   }
 
-  job_t job = {.opt = &opt,
+  job_t job = {.opt = opt,
                .kill_at = INFINITY,
                .skip_stop_at = INFINITY,
-               .deadline = opt.timeout_s > 0 ? now_s() + opt.timeout_s : INFINITY};
-  job.ranks = calloc((size_t)opt.nranks, sizeof *job.ranks);
-  char ***envs = calloc((size_t)opt.nranks, sizeof *envs);
+               .deadline = opt->timeout_s > 0 ? now_s() + opt->timeout_s : INFINITY};
+  job.ranks = calloc((size_t)opt->nranks, sizeof *job.ranks);
+  char ***envs = calloc((size_t)opt->nranks, sizeof *envs);
   if (!job.ranks || !envs) {
     perror(PROG_NAME);
     return 1;
   }
-  for (int r = 0; r < opt.nranks; r++) {
+  for (int r = 0; r < opt->nranks; r++) {
     job.ranks[r].out.fd = job.ranks[r].err.fd = -1;
-    envs[r] = build_rank_env(&opt, r, id_hex);
+    envs[r] = build_rank_env(opt, r, id_hex);
     if (!envs[r]) {
       perror(PROG_NAME);
       return 1;
@@ -771,7 +809,7 @@ int main(int argc, char **argv) {
   }
   fflush(NULL); /* nothing buffered may be written twice by the children */
 
-  for (int r = 0; r < opt.nranks && !job.stopping; r++) {
+  for (int r = 0; r < opt->nranks && !job.stopping; r++) {
     /* A user signal or a failed rank during the start stops the start. */
     reap_children(&job);
     handle_stop_signal(&job);
@@ -785,9 +823,25 @@ int main(int argc, char **argv) {
 
   run_event_loop(&job);
 
+  for (int r = 0; r < opt->nranks; r++) {
+    free_rank_env(envs[r]);
+    free(job.ranks[r].out.buf);
+    free(job.ranks[r].err.buf);
+  }
+  free(envs);
+  free(job.ranks);
+
   if (job.failure_code) return job.failure_code;
   if (job.timed_out) return EXIT_TIMEOUT;
   if (job.interrupt_signal) return 128 + job.interrupt_signal;
   if (job.any_skipped) return EXIT_SKIP;
   return 0;
+}
+
+int main(int argc, char **argv) {
+  options_t opt;
+  parse_options(argc, argv, &opt);
+  int rc = launch(&opt);
+  free_options(&opt);
+  return rc;
 }
