@@ -365,6 +365,13 @@ qcoll_status_t qcoll_env_describe(int i, const char **name,
                                   const char **default_value,
                                   const char **doc);
 
+/** Write the selection table (which path serves which call, first match
+ *  wins, with the thresholds in force) as text into buf.  *needed (if not
+ *  NULL) gets the bytes required including the NUL; a buffer too small is
+ *  QCOLL_ERR_INVALID_ARGUMENT.  Used by qcoll-info. */
+qcoll_status_t qcoll_selection_table_format(char *buf, size_t len,
+                                            size_t *needed);
+
 #if defined(__GNUC__)
 #pragma GCC visibility pop
 #endif

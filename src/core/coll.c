@@ -11,20 +11,13 @@
 #include "../coll/host/host_coll.h"
 #include "../runtime/runtime.h"
 #include "../transport/cuda_ipc.h"
+#include "../transport/nccl.h"
 #include "comm.h"
 #include "config.h"
+#include "select.h"
 
-typedef enum coll_kind {
-  COLL_ALL_REDUCE,
-  COLL_REDUCE,
-  COLL_BROADCAST,
-  COLL_ALL_GATHER,
-  COLL_REDUCE_SCATTER,
-  COLL_ALL_TO_ALL,
-  COLL_SEND,
-  COLL_RECV,
-  COLL_BARRIER,
-} coll_kind_t;
+/* The collectives, as the selection table names them. */
+typedef qcoll__coll_t coll_kind_t;
 
 static const char *const coll_fn[] = {
     "qcoll_all_reduce",     "qcoll_reduce",     "qcoll_broadcast",
@@ -48,12 +41,12 @@ typedef struct call {
 } call_t;
 
 static bool is_reduction(coll_kind_t k) {
-  return k == COLL_ALL_REDUCE || k == COLL_REDUCE || k == COLL_REDUCE_SCATTER;
+  return k == QCOLL__COLL_ALL_REDUCE || k == QCOLL__COLL_REDUCE || k == QCOLL__COLL_REDUCE_SCATTER;
 }
 static bool has_root(coll_kind_t k) {
-  return k == COLL_REDUCE || k == COLL_BROADCAST;
+  return k == QCOLL__COLL_REDUCE || k == QCOLL__COLL_BROADCAST;
 }
-static bool is_p2p(coll_kind_t k) { return k == COLL_SEND || k == COLL_RECV; }
+static bool is_p2p(coll_kind_t k) { return k == QCOLL__COLL_SEND || k == QCOLL__COLL_RECV; }
 
 /* Bytes read from sendbuf and written to recvbuf by this rank. */
 static qcoll_status_t compute_sizes(qcoll_comm_t comm, call_t *c) {
@@ -68,14 +61,14 @@ static qcoll_status_t compute_sizes(qcoll_comm_t comm, call_t *c) {
                         fn, c->count, qcoll_dtype_name(c->dtype), comm->nranks);
   bool root = c->root == comm->rank;
   switch (c->kind) {
-    case COLL_ALL_GATHER: c->send_bytes = bytes; c->recv_bytes = wide; break;
-    case COLL_REDUCE_SCATTER: c->send_bytes = wide; c->recv_bytes = bytes; break;
-    case COLL_ALL_TO_ALL: c->send_bytes = wide; c->recv_bytes = wide; break;
-    case COLL_REDUCE: c->send_bytes = bytes; c->recv_bytes = root ? bytes : 0; break;
-    case COLL_BROADCAST: c->send_bytes = root ? bytes : 0; c->recv_bytes = bytes; break;
-    case COLL_SEND: c->send_bytes = bytes; c->recv_bytes = 0; break;
-    case COLL_RECV: c->send_bytes = 0; c->recv_bytes = bytes; break;
-    case COLL_BARRIER: c->send_bytes = c->recv_bytes = 0; break;
+    case QCOLL__COLL_ALL_GATHER: c->send_bytes = bytes; c->recv_bytes = wide; break;
+    case QCOLL__COLL_REDUCE_SCATTER: c->send_bytes = wide; c->recv_bytes = bytes; break;
+    case QCOLL__COLL_ALL_TO_ALL: c->send_bytes = wide; c->recv_bytes = wide; break;
+    case QCOLL__COLL_REDUCE: c->send_bytes = bytes; c->recv_bytes = root ? bytes : 0; break;
+    case QCOLL__COLL_BROADCAST: c->send_bytes = root ? bytes : 0; c->recv_bytes = bytes; break;
+    case QCOLL__COLL_SEND: c->send_bytes = bytes; c->recv_bytes = 0; break;
+    case QCOLL__COLL_RECV: c->send_bytes = 0; c->recv_bytes = bytes; break;
+    case QCOLL__COLL_BARRIER: c->send_bytes = c->recv_bytes = 0; break;
     default: c->send_bytes = c->recv_bytes = bytes; break;
   }
   return QCOLL_OK;
@@ -83,7 +76,7 @@ static qcoll_status_t compute_sizes(qcoll_comm_t comm, call_t *c) {
 
 static qcoll_status_t check_enums(qcoll_comm_t comm, const call_t *c) {
   const char *fn = coll_fn[c->kind];
-  if (c->kind == COLL_BARRIER) return QCOLL_OK;
+  if (c->kind == QCOLL__COLL_BARRIER) return QCOLL_OK;
   if ((unsigned)c->dtype >= QCOLL_DTYPE_COUNT)
     return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: dtype %d is not a qcoll_dtype_t (0..%d)", fn,
@@ -126,7 +119,7 @@ static qcoll_status_t check_pointers(qcoll_comm_t comm, const call_t *c) {
     return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: recvbuf is NULL but %zu bytes are to be received",
                         fn, c->recv_bytes);
-  if (c->kind == COLL_ALL_TO_ALL &&
+  if (c->kind == QCOLL__COLL_ALL_TO_ALL &&
       ranges_overlap(c->sendbuf, c->send_bytes, c->recvbuf, c->recv_bytes))
     return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: sendbuf and recvbuf overlap (all-to-all cannot "
@@ -136,15 +129,23 @@ static qcoll_status_t check_pointers(qcoll_comm_t comm, const call_t *c) {
   size_t block = c->recv_bytes < c->send_bytes ? c->recv_bytes : c->send_bytes;
   /* Partial overlaps other than the documented in-place layouts would
    * read data already overwritten. */
-  if (c->kind == COLL_ALL_GATHER && c->sendbuf != c->recvbuf &&
+  if (c->kind == QCOLL__COLL_ALL_GATHER && c->sendbuf != c->recvbuf &&
       (const char *)c->sendbuf != (char *)c->recvbuf + (size_t)comm->rank * block &&
       ranges_overlap(c->sendbuf, c->send_bytes, c->recvbuf, c->recv_bytes))
     return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: sendbuf overlaps recvbuf but is not the in-place "
                         "slot recvbuf + rank*sendcount",
                         fn);
-  if ((c->kind == COLL_ALL_REDUCE || c->kind == COLL_REDUCE ||
-       c->kind == COLL_BROADCAST) &&
+  if (c->kind == QCOLL__COLL_REDUCE_SCATTER &&
+      (const char *)c->recvbuf !=
+          (const char *)c->sendbuf + (size_t)comm->rank * block &&
+      ranges_overlap(c->sendbuf, c->send_bytes, c->recvbuf, c->recv_bytes))
+    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+                        "%s: recvbuf overlaps sendbuf but is not the in-place "
+                        "slot sendbuf + rank*recvcount",
+                        fn);
+  if ((c->kind == QCOLL__COLL_ALL_REDUCE || c->kind == QCOLL__COLL_REDUCE ||
+       c->kind == QCOLL__COLL_BROADCAST) &&
       c->sendbuf != c->recvbuf &&
       ranges_overlap(c->sendbuf, c->send_bytes, c->recvbuf, c->recv_bytes))
     return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
@@ -201,7 +202,8 @@ static qcoll_status_t place_call(qcoll_comm_t comm, call_t *c) {
  * runs, so a mismatched call fails with a name instead of corrupting data
  * or hanging. */
 typedef struct signature {
-  int32_t kind, dtype, op, root, placement;
+  /* reserved: no padding, so memcmp never compares indeterminate bytes */
+  int32_t kind, dtype, op, root, placement, reserved;
   uint64_t count;
 } signature_t;
 
@@ -215,7 +217,7 @@ static qcoll_status_t check_signature(qcoll_comm_t comm, const call_t *c) {
   signature_t mine = {(int32_t)c->kind, (int32_t)c->dtype,
                       is_reduction(c->kind) ? (int32_t)c->op : -1,
                       has_root(c->kind) ? c->root : -1, c->device < 0 ? 0 : 1,
-                      c->count};
+                      0, c->count};
   all[comm->rank] = mine;
   qcoll_status_t st = qcoll__bootstrap_allgather(comm->bootstrap, all,
                                                  sizeof *all);
@@ -229,7 +231,7 @@ static qcoll_status_t check_signature(qcoll_comm_t comm, const call_t *c) {
         comm->rank, coll_fn[mine.kind], (unsigned long long)mine.count,
         qcoll_dtype_name((qcoll_dtype_t)mine.dtype),
         mine.op < 0 ? "-" : qcoll_op_name((qcoll_op_t)mine.op), mine.root, r,
-        (unsigned)s->kind <= COLL_BARRIER ? coll_fn[s->kind] : "?",
+        (unsigned)s->kind <= QCOLL__COLL_BARRIER ? coll_fn[s->kind] : "?",
         (unsigned long long)s->count,
         qcoll_dtype_name((qcoll_dtype_t)s->dtype),
         s->op < 0 ? "-" : qcoll_op_name((qcoll_op_t)s->op), s->root);
@@ -241,26 +243,27 @@ static qcoll_status_t check_signature(qcoll_comm_t comm, const call_t *c) {
 static qcoll_status_t run_host(qcoll_comm_t comm, const call_t *c,
                                const void *send, void *recv) {
   switch (c->kind) {
-    case COLL_ALL_REDUCE:
+    case QCOLL__COLL_ALL_REDUCE:
       return qcoll__host_all_reduce(comm, send, recv, c->count, c->dtype, c->op);
-    case COLL_REDUCE:
+    case QCOLL__COLL_REDUCE:
       return qcoll__host_reduce(comm, send, recv, c->count, c->dtype, c->op,
                                 c->root);
-    case COLL_BROADCAST:
+    case QCOLL__COLL_BROADCAST:
       return qcoll__host_broadcast(comm, send, recv, c->count, c->dtype,
                                    c->root);
-    case COLL_ALL_GATHER:
+    case QCOLL__COLL_ALL_GATHER:
       return qcoll__host_all_gather(comm, send, recv, c->count, c->dtype);
-    case COLL_REDUCE_SCATTER:
+    case QCOLL__COLL_REDUCE_SCATTER:
       return qcoll__host_reduce_scatter(comm, send, recv, c->count, c->dtype,
                                         c->op);
-    case COLL_ALL_TO_ALL:
+    case QCOLL__COLL_ALL_TO_ALL:
       return qcoll__host_all_to_all(comm, send, recv, c->count, c->dtype);
-    case COLL_SEND:
+    case QCOLL__COLL_SEND:
       return qcoll__host_send(comm, send, c->count, c->dtype, c->root);
-    case COLL_RECV:
+    case QCOLL__COLL_RECV:
       return qcoll__host_recv(comm, recv, c->count, c->dtype, c->root);
-    case COLL_BARRIER: return qcoll__host_barrier(comm);
+    case QCOLL__COLL_BARRIER: return qcoll__host_barrier(comm);
+    case QCOLL__COLL_COUNT: break;
   }
   return qcoll__error(comm, QCOLL_ERR_INTERNAL, "unknown collective %d",
                       (int)c->kind);
@@ -293,13 +296,13 @@ static qcoll_status_t run_staged(qcoll_comm_t comm, const call_t *c) {
   if (c->send_bytes)
     QCHECK(rt->memcpy_d2h(send, c->sendbuf, c->send_bytes, c->stream));
   /* In-place gather/scatter layouts need the rest of recvbuf too. */
-  if (c->recv_bytes && !in_place && c->kind == COLL_ALL_GATHER &&
+  if (c->recv_bytes && !in_place && c->kind == QCOLL__COLL_ALL_GATHER &&
       (const char *)c->sendbuf ==
           (const char *)c->recvbuf + (size_t)comm->rank * c->send_bytes)
     QCHECK(rt->memcpy_d2h(recv, c->recvbuf, c->recv_bytes, c->stream));
   {
     const void *host_send = send;
-    if (c->kind == COLL_ALL_GATHER && c->recv_bytes &&
+    if (c->kind == QCOLL__COLL_ALL_GATHER && c->recv_bytes &&
         (const char *)c->sendbuf ==
             (const char *)c->recvbuf + (size_t)comm->rank * c->send_bytes) {
       memcpy((char *)recv + (size_t)comm->rank * c->send_bytes, send,
@@ -336,29 +339,140 @@ static qcoll_algo_t resolve_algo(qcoll_algo_t a) {
   return QCOLL_ALGO_AUTO;
 }
 
+static qcoll_status_t run_nccl(qcoll_comm_t comm, const call_t *c) {
+  switch (c->kind) {
+    case QCOLL__COLL_ALL_REDUCE:
+      return qcoll__nccl_all_reduce(comm, c->sendbuf, c->recvbuf, c->count,
+                                    c->dtype, c->op, c->stream);
+    case QCOLL__COLL_REDUCE:
+      return qcoll__nccl_reduce(comm, c->sendbuf, c->recvbuf, c->count,
+                                c->dtype, c->op, c->root, c->stream);
+    case QCOLL__COLL_BROADCAST:
+      return qcoll__nccl_broadcast(comm, c->sendbuf, c->recvbuf, c->count,
+                                   c->dtype, c->root, c->stream);
+    case QCOLL__COLL_ALL_GATHER:
+      return qcoll__nccl_all_gather(comm, c->sendbuf, c->recvbuf, c->count,
+                                    c->dtype, c->stream);
+    case QCOLL__COLL_REDUCE_SCATTER:
+      return qcoll__nccl_reduce_scatter(comm, c->sendbuf, c->recvbuf, c->count,
+                                        c->dtype, c->op, c->stream);
+    case QCOLL__COLL_ALL_TO_ALL:
+      return qcoll__nccl_all_to_all(comm, c->sendbuf, c->recvbuf, c->count,
+                                    c->dtype, c->stream);
+    case QCOLL__COLL_SEND:
+      return qcoll__nccl_send(comm, c->sendbuf, c->count, c->dtype, c->root,
+                              c->stream);
+    case QCOLL__COLL_RECV:
+      return qcoll__nccl_recv(comm, c->recvbuf, c->count, c->dtype, c->root,
+                              c->stream);
+    case QCOLL__COLL_BARRIER:
+    case QCOLL__COLL_COUNT: break;
+  }
+  return qcoll__error(comm, QCOLL_ERR_INTERNAL, "no NCCL path for %s",
+                      coll_fn[c->kind]);
+}
+
+static bool ipc_usable(qcoll_comm_t comm) {
+#ifdef QCOLL_HAVE_CUDA
+  return comm->cuda && qcoll__cuda_ipc_usable(comm);
+#else
+  return false;
+#endif
+}
+
+/* What the table sees.  Every input is the same on every rank (the NCCL
+ * state changes only inside collective calls), so all ranks pick alike. */
+static qcoll__select_in_t selection_input(qcoll_comm_t comm, const call_t *c,
+                                          bool nccl_ok) {
+  qcoll__select_in_t in = {
+      .coll = c->kind,
+      .bytes = c->count * qcoll_dtype_size(c->dtype),
+      .nranks = comm->nranks,
+      .dtype = c->dtype,
+      .op = c->op,
+      .quant = c->quant,
+      .gpu = true,
+      .ipc = ipc_usable(comm),
+      .nccl = nccl_ok,
+  };
+  /* send/recv cannot create NCCL's communicator (only one pair calls them):
+   * they use it only once a collective has made it. */
+  if (is_p2p(c->kind))
+    in.nccl = nccl_ok && qcoll__nccl_comm_state(comm) == QCOLL__NCCL_READY;
+  return in;
+}
+
+/* The forced path, or the table's. */
+static qcoll__path_t choose_path(qcoll_comm_t comm, const call_t *c,
+                                 bool nccl_ok) {
+  switch (c->algo) {
+    case QCOLL_ALGO_ONESHOT: return QCOLL__PATH_ONESHOT;
+    case QCOLL_ALGO_TWOSHOT: return QCOLL__PATH_TWOSHOT;
+    case QCOLL_ALGO_NCCL: return QCOLL__PATH_NCCL;
+    case QCOLL_ALGO_HOST: return QCOLL__PATH_STAGED;
+    default: break;
+  }
+  qcoll__select_in_t in = selection_input(comm, c, nccl_ok);
+  int row = 0;
+  qcoll__path_t path = qcoll__select(&in, &row);
+  QLOG_TRACE(comm, COLL, "%s %zu bytes %s/%s: row %d -> %s", coll_fn[c->kind],
+             in.bytes, qcoll_dtype_name(c->dtype), qcoll_op_name(c->op), row,
+             qcoll__path_name(path));
+  return path;
+}
+
+static qcoll_status_t run_ipc(qcoll_comm_t comm, const call_t *c,
+                              qcoll__path_t path) {
+  const char *why = NULL;
+  if (c->kind != QCOLL__COLL_ALL_REDUCE)
+    why = "the IPC kernels serve all_reduce only";
+  else if (!ipc_usable(comm))
+    why = "CUDA IPC is not usable on this communicator (see the init log)";
+  else if (!qcoll__ipc_kernel_supports(c->dtype, c->op))
+    why = "the IPC kernels serve f16/bf16/f32 with sum/min/max only";
+  if (why)
+    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED, "%s: %s cannot serve %s/%s: %s",
+                        coll_fn[c->kind], qcoll__path_name(path),
+                        qcoll_dtype_name(c->dtype), qcoll_op_name(c->op), why);
+#ifdef QCOLL_HAVE_CUDA
+  qcoll_quant_t quant = c->count * qcoll_dtype_size(c->dtype) >=
+                                qcoll__env_bytes("QCOLL_QUANT_MIN_BYTES")
+                            ? c->quant
+                            : QCOLL_QUANT_NONE;
+  return qcoll__cuda_all_reduce(
+      comm, c->sendbuf, c->recvbuf, c->count, c->dtype, c->op, c->stream,
+      path == QCOLL__PATH_ONESHOT ? QCOLL_ALGO_ONESHOT : QCOLL_ALGO_TWOSHOT,
+      quant);
+#else
+  return QCOLL_ERR_INTERNAL;
+#endif
+}
+
+/* GPU buffers: the selected path; when NCCL turns out to refuse the ranks
+ * (decided collectively, so on every rank alike), select again without it.
+ * A forced path that cannot serve is an error, never a silent detour. */
 static qcoll_status_t run_gpu(qcoll_comm_t comm, const call_t *c) {
   qcoll__device_guard_t guard;
   qcoll_status_t st = qcoll__device_guard_enter(comm, &guard);
   if (st != QCOLL_OK) return st;
-  st = QCOLL_ERR_UNSUPPORTED;
-#ifdef QCOLL_HAVE_CUDA
-  if (c->kind == COLL_ALL_REDUCE && qcoll__cuda_ipc_usable(comm) &&
-      c->algo != QCOLL_ALGO_HOST && c->algo != QCOLL_ALGO_NCCL)
-    st = qcoll__cuda_all_reduce(comm, c->sendbuf, c->recvbuf, c->count,
-                                c->dtype, c->op, c->stream, c->algo, c->quant);
-#endif
-  if (st == QCOLL_ERR_UNSUPPORTED) {
-    bool forced = c->algo == QCOLL_ALGO_ONESHOT || c->algo == QCOLL_ALGO_TWOSHOT ||
-                  c->algo == QCOLL_ALGO_NCCL;
-    if (forced && c->kind == COLL_ALL_REDUCE)
-      st = qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
-                        "qcoll_all_reduce: algorithm %s cannot serve %s/%s on "
-                        "this communicator (%s)",
-                        qcoll_algo_name(c->algo), qcoll_dtype_name(c->dtype),
-                        qcoll_op_name(c->op), qcoll_last_error());
-    else
-      st = run_staged(comm, c);
+  bool forced = c->algo != QCOLL_ALGO_AUTO;
+  bool nccl_ok = qcoll__nccl_comm_state(comm) != QCOLL__NCCL_REFUSED;
+  qcoll__path_t path = choose_path(comm, c, nccl_ok);
+  if (path == QCOLL__PATH_NCCL && !is_p2p(c->kind)) {
+    void *nccl_comm = NULL;
+    st = qcoll__nccl_comm_get(comm, &nccl_comm);
+    if (st == QCOLL_ERR_UNSUPPORTED && !forced)
+      path = choose_path(comm, c, false);
+    else if (st != QCOLL_OK)
+      goto out;
   }
+  switch (path) {
+    case QCOLL__PATH_ONESHOT:
+    case QCOLL__PATH_TWOSHOT: st = run_ipc(comm, c, path); break;
+    case QCOLL__PATH_NCCL: st = run_nccl(comm, c); break;
+    default: st = run_staged(comm, c); break;
+  }
+out:
   qcoll__device_guard_exit(comm, &guard);
   return st;
 }
@@ -407,7 +521,7 @@ qcoll_status_t qcoll_all_reduce_ex(const void *sendbuf, void *recvbuf,
                                    qcoll_op_t op, qcoll_comm_t comm,
                                    void *stream,
                                    const qcoll_all_reduce_options_t *opts) {
-  call_t c = make_call(COLL_ALL_REDUCE, sendbuf, recvbuf, count, dtype, op, 0,
+  call_t c = make_call(QCOLL__COLL_ALL_REDUCE, sendbuf, recvbuf, count, dtype, op, 0,
                        stream);
   if (opts) {
     if (opts->size != sizeof *opts)
@@ -426,7 +540,7 @@ qcoll_status_t qcoll_all_reduce(const void *sendbuf, void *recvbuf,
                                 size_t count, qcoll_dtype_t dtype,
                                 qcoll_op_t op, qcoll_comm_t comm,
                                 void *stream) {
-  call_t c = make_call(COLL_ALL_REDUCE, sendbuf, recvbuf, count, dtype, op, 0,
+  call_t c = make_call(QCOLL__COLL_ALL_REDUCE, sendbuf, recvbuf, count, dtype, op, 0,
                        stream);
   return run_call(comm, &c);
 }
@@ -434,7 +548,7 @@ qcoll_status_t qcoll_all_reduce(const void *sendbuf, void *recvbuf,
 qcoll_status_t qcoll_reduce(const void *sendbuf, void *recvbuf, size_t count,
                             qcoll_dtype_t dtype, qcoll_op_t op, int root,
                             qcoll_comm_t comm, void *stream) {
-  call_t c = make_call(COLL_REDUCE, sendbuf, recvbuf, count, dtype, op, root,
+  call_t c = make_call(QCOLL__COLL_REDUCE, sendbuf, recvbuf, count, dtype, op, root,
                        stream);
   return run_call(comm, &c);
 }
@@ -442,7 +556,7 @@ qcoll_status_t qcoll_reduce(const void *sendbuf, void *recvbuf, size_t count,
 qcoll_status_t qcoll_broadcast(const void *sendbuf, void *recvbuf,
                                size_t count, qcoll_dtype_t dtype, int root,
                                qcoll_comm_t comm, void *stream) {
-  call_t c = make_call(COLL_BROADCAST, sendbuf, recvbuf, count, dtype,
+  call_t c = make_call(QCOLL__COLL_BROADCAST, sendbuf, recvbuf, count, dtype,
                        QCOLL_SUM, root, stream);
   return run_call(comm, &c);
 }
@@ -450,7 +564,7 @@ qcoll_status_t qcoll_broadcast(const void *sendbuf, void *recvbuf,
 qcoll_status_t qcoll_all_gather(const void *sendbuf, void *recvbuf,
                                 size_t sendcount, qcoll_dtype_t dtype,
                                 qcoll_comm_t comm, void *stream) {
-  call_t c = make_call(COLL_ALL_GATHER, sendbuf, recvbuf, sendcount, dtype,
+  call_t c = make_call(QCOLL__COLL_ALL_GATHER, sendbuf, recvbuf, sendcount, dtype,
                        QCOLL_SUM, 0, stream);
   return run_call(comm, &c);
 }
@@ -459,7 +573,7 @@ qcoll_status_t qcoll_reduce_scatter(const void *sendbuf, void *recvbuf,
                                     size_t recvcount, qcoll_dtype_t dtype,
                                     qcoll_op_t op, qcoll_comm_t comm,
                                     void *stream) {
-  call_t c = make_call(COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype,
+  call_t c = make_call(QCOLL__COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype,
                        op, 0, stream);
   return run_call(comm, &c);
 }
@@ -467,7 +581,7 @@ qcoll_status_t qcoll_reduce_scatter(const void *sendbuf, void *recvbuf,
 qcoll_status_t qcoll_all_to_all(const void *sendbuf, void *recvbuf,
                                 size_t count, qcoll_dtype_t dtype,
                                 qcoll_comm_t comm, void *stream) {
-  call_t c = make_call(COLL_ALL_TO_ALL, sendbuf, recvbuf, count, dtype,
+  call_t c = make_call(QCOLL__COLL_ALL_TO_ALL, sendbuf, recvbuf, count, dtype,
                        QCOLL_SUM, 0, stream);
   return run_call(comm, &c);
 }
@@ -475,20 +589,20 @@ qcoll_status_t qcoll_all_to_all(const void *sendbuf, void *recvbuf,
 qcoll_status_t qcoll_send(const void *sendbuf, size_t count,
                           qcoll_dtype_t dtype, int peer, qcoll_comm_t comm,
                           void *stream) {
-  call_t c = make_call(COLL_SEND, sendbuf, NULL, count, dtype, QCOLL_SUM, peer,
+  call_t c = make_call(QCOLL__COLL_SEND, sendbuf, NULL, count, dtype, QCOLL_SUM, peer,
                        stream);
   return run_call(comm, &c);
 }
 
 qcoll_status_t qcoll_recv(void *recvbuf, size_t count, qcoll_dtype_t dtype,
                           int peer, qcoll_comm_t comm, void *stream) {
-  call_t c = make_call(COLL_RECV, NULL, recvbuf, count, dtype, QCOLL_SUM, peer,
+  call_t c = make_call(QCOLL__COLL_RECV, NULL, recvbuf, count, dtype, QCOLL_SUM, peer,
                        stream);
   return run_call(comm, &c);
 }
 
 qcoll_status_t qcoll_barrier(qcoll_comm_t comm, void *stream) {
-  call_t c = make_call(COLL_BARRIER, NULL, NULL, 0, QCOLL_U8, QCOLL_SUM, 0,
+  call_t c = make_call(QCOLL__COLL_BARRIER, NULL, NULL, 0, QCOLL_U8, QCOLL_SUM, 0,
                        stream);
   return run_call(comm, &c);
 }

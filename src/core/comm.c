@@ -13,6 +13,7 @@
 #include "../bootstrap/bootstrap.h"
 #include "../runtime/runtime.h"
 #include "../transport/cuda_ipc.h"
+#include "../transport/nccl.h"
 #include "../transport/shm.h"
 #include "config.h"
 
@@ -231,17 +232,20 @@ static qcoll_status_t init_gpu(qcoll_comm_t comm) {
 #endif
 }
 
+static void free_gpu_state(qcoll_comm_t comm) {
+  if (comm->device < 0) return;
+  qcoll__device_guard_t guard;
+  if (qcoll__device_guard_enter(comm, &guard) != QCOLL_OK) return;
+  qcoll__nccl_comm_destroy(comm);
+#ifdef QCOLL_HAVE_CUDA
+  if (comm->cuda) qcoll__cuda_comm_destroy(comm);
+#endif
+  qcoll__device_guard_exit(comm, &guard);
+}
+
 static void free_comm(qcoll_comm_t comm) {
   if (!comm) return;
-#ifdef QCOLL_HAVE_CUDA
-  if (comm->cuda) {
-    qcoll__device_guard_t guard;
-    if (qcoll__device_guard_enter(comm, &guard) == QCOLL_OK) {
-      qcoll__cuda_comm_destroy(comm);
-      qcoll__device_guard_exit(comm, &guard);
-    }
-  }
-#endif
+  free_gpu_state(comm);
   if (comm->shm) qcoll__shm_destroy(comm);
   if (comm->bootstrap) qcoll__bootstrap_destroy(comm->bootstrap);
   comm->bootstrap = NULL;
@@ -542,6 +546,8 @@ qcoll_status_t qcoll_comm_get_async_error(qcoll_comm_t comm,
   if (comm->cuda && comm->async_error == QCOLL_OK)
     comm->async_error = qcoll__cuda_poll_async_error(comm);
 #endif
+  if (comm->nccl && comm->async_error == QCOLL_OK)
+    comm->async_error = qcoll__nccl_poll_async_error(comm);
   *status = comm->async_error;
   return QCOLL_OK;
 }

@@ -1,0 +1,125 @@
+/*
+ * The selection table.  Its thresholds come from the QCOLL_* table so they
+ * can be tuned without a rebuild; their defaults are set from the
+ * measurements in docs/results/.
+ */
+#include "select.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "config.h"
+
+const char *qcoll__path_name(qcoll__path_t path) {
+  static const char *names[] = {"host", "oneshot", "twoshot", "nccl", "staged"};
+  return (unsigned)path < QCOLL__PATH_COUNT ? names[path] : "invalid";
+}
+
+const char *qcoll__coll_name(qcoll__coll_t coll) {
+  static const char *names[] = {"all_reduce", "reduce",         "broadcast",
+                                "all_gather", "reduce_scatter", "all_to_all",
+                                "send",       "recv",           "barrier"};
+  return (unsigned)coll < QCOLL__COLL_COUNT ? names[coll] : "invalid";
+}
+
+bool qcoll__ipc_kernel_supports(qcoll_dtype_t dtype, qcoll_op_t op) {
+  bool dtype_ok = dtype == QCOLL_F16 || dtype == QCOLL_BF16 || dtype == QCOLL_F32;
+  bool op_ok = op == QCOLL_SUM || op == QCOLL_MIN || op == QCOLL_MAX;
+  return dtype_ok && op_ok;
+}
+
+/* One row: a predicate over the call and the path it gives. */
+typedef struct row {
+  const char *when; /* the condition, as printed by qcoll-info */
+  bool (*holds)(const qcoll__select_in_t *in);
+  qcoll__path_t path;
+} row_t;
+
+static bool is_all_reduce_on_ipc(const qcoll__select_in_t *in) {
+  return in->gpu && in->coll == QCOLL__COLL_ALL_REDUCE && in->ipc &&
+         qcoll__ipc_kernel_supports(in->dtype, in->op);
+}
+static bool quantised(const qcoll__select_in_t *in) {
+  return in->quant != QCOLL_QUANT_NONE &&
+         in->bytes >= qcoll__env_bytes("QCOLL_QUANT_MIN_BYTES");
+}
+
+static bool host_buffers(const qcoll__select_in_t *in) { return !in->gpu; }
+static bool quantised_all_reduce(const qcoll__select_in_t *in) {
+  return is_all_reduce_on_ipc(in) && quantised(in);
+}
+static bool small_all_reduce(const qcoll__select_in_t *in) {
+  return is_all_reduce_on_ipc(in) &&
+         in->bytes <= qcoll__env_bytes("QCOLL_ONESHOT_MAX_BYTES");
+}
+static bool medium_all_reduce(const qcoll__select_in_t *in) {
+  return is_all_reduce_on_ipc(in) &&
+         in->bytes <= qcoll__env_bytes("QCOLL_TWOSHOT_MAX_BYTES");
+}
+static bool nccl_serves(const qcoll__select_in_t *in) {
+  return in->gpu && in->nccl && in->coll != QCOLL__COLL_BARRIER;
+}
+static bool large_all_reduce(const qcoll__select_in_t *in) {
+  return is_all_reduce_on_ipc(in);
+}
+static bool any_gpu(const qcoll__select_in_t *in) { return in->gpu; }
+
+static const row_t rows[] = {
+    {"host buffers", host_buffers, QCOLL__PATH_HOST},
+    {"GPU all_reduce on IPC, quantised, bytes >= QCOLL_QUANT_MIN_BYTES",
+     quantised_all_reduce, QCOLL__PATH_TWOSHOT},
+    {"GPU all_reduce on IPC, bytes <= QCOLL_ONESHOT_MAX_BYTES", small_all_reduce,
+     QCOLL__PATH_ONESHOT},
+    {"GPU all_reduce on IPC, bytes <= QCOLL_TWOSHOT_MAX_BYTES", medium_all_reduce,
+     QCOLL__PATH_TWOSHOT},
+    {"GPU collective, NCCL accepts the ranks", nccl_serves, QCOLL__PATH_NCCL},
+    {"GPU all_reduce on IPC, any size", large_all_reduce, QCOLL__PATH_TWOSHOT},
+    {"GPU buffers, nothing above serves", any_gpu, QCOLL__PATH_STAGED},
+};
+
+#define ROW_COUNT ((int)(sizeof rows / sizeof rows[0]))
+
+qcoll__path_t qcoll__select(const qcoll__select_in_t *in, int *row) {
+  for (int i = 0; i < ROW_COUNT; i++)
+    if (rows[i].holds(in)) {
+      if (row) *row = i;
+      return rows[i].path;
+    }
+  if (row) *row = ROW_COUNT;
+  return in->gpu ? QCOLL__PATH_STAGED : QCOLL__PATH_HOST;
+}
+
+static int append(char *buf, size_t len, size_t *used, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int append(char *buf, size_t len, size_t *used, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(*used < len ? buf + *used : NULL,
+                    *used < len ? len - *used : 0, fmt, ap);
+  va_end(ap);
+  if (n > 0) *used += (size_t)n;
+  return n;
+}
+
+qcoll_status_t qcoll_selection_table_format(char *buf, size_t len,
+                                            size_t *needed) {
+  size_t used = 0;
+  append(buf, len, &used, "%-4s %-8s %s\n", "row", "path", "when (first match wins)");
+  for (int i = 0; i < ROW_COUNT; i++)
+    append(buf, len, &used, "%-4d %-8s %s\n", i, qcoll__path_name(rows[i].path),
+           rows[i].when);
+  append(buf, len, &used,
+         "thresholds: QCOLL_ONESHOT_MAX_BYTES=%zu QCOLL_TWOSHOT_MAX_BYTES=%zu "
+         "QCOLL_QUANT_MIN_BYTES=%zu; IPC kernels: f16/bf16/f32 x sum/min/max; "
+         "forced by QCOLL_ALGO=%s or per call\n",
+         qcoll__env_bytes("QCOLL_ONESHOT_MAX_BYTES"),
+         qcoll__env_bytes("QCOLL_TWOSHOT_MAX_BYTES"),
+         qcoll__env_bytes("QCOLL_QUANT_MIN_BYTES"), qcoll__env_str("QCOLL_ALGO"));
+  if (needed) *needed = used + 1;
+  if (!buf || used >= len)
+    return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
+                        "qcoll_selection_table_format: buffer of %zu bytes is "
+                        "too small, %zu needed",
+                        len, used + 1);
+  return QCOLL_OK;
+}
