@@ -4,6 +4,8 @@
  * wrong element.  Correct results come from a reference collective run
  * here over the buffers the checker prepared for each simulated rank, so
  * the test depends on neither the library nor the checker's own formulas.
+ * The tolerance of quantised all-reduce is checked against a model of the
+ * two-shot algorithm built on the library's own codec (codec.h).
  */
 #include <math.h>
 #include <setjmp.h>
@@ -15,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "codec.h"
 #include "perf.h"
 
 /* ---- conversions ----------------------------------------------------------- */
@@ -256,6 +259,124 @@ static void test_inputs_distinguish_ranks_and_indices(void **state) {
   sim_free(&s);
 }
 
+/* ---- the tolerance of quantised all-reduce ---------------------------------- */
+
+#define QMAX_RANKS 8
+#define QCOUNT (32 * 40 + 7) /* whole groups and a partial one */
+
+/* Quantise and dequantise n values with the library's codec. */
+static void round_trip(qcoll_quant_t q, float *v, size_t n) {
+  uint8_t *enc = malloc(qcoll__codec_encoded_bytes(q, n));
+  assert_non_null(enc);
+  qcoll__codec_encode(q, v, n, enc);
+  qcoll__codec_decode(q, enc, n, v);
+  free(enc);
+}
+
+/* Two-shot with quantised transfer, the worst case the design allows:
+ * every input is rounded once, the reduction runs in f32 in rank order,
+ * its result is rounded once more and then to the dtype. */
+static void quantised_all_reduce(qcoll_quant_t q, perf_call_t *calls, int n) {
+  qcoll_dtype_t dt = calls[0].dtype;
+  qcoll_op_t op = calls[0].op;
+  float *in = calloc((size_t)n * QCOUNT, sizeof *in), *acc = calloc(QCOUNT, sizeof *acc);
+  assert_non_null(in);
+  assert_non_null(acc);
+  for (int r = 0; r < n; r++) {
+    for (size_t j = 0; j < QCOUNT; j++) in[r * QCOUNT + j] = (float)load(dt, calls[r].send->host, j);
+    round_trip(q, in + (size_t)r * QCOUNT, QCOUNT);
+  }
+  for (size_t j = 0; j < QCOUNT; j++) {
+    float a = in[j];
+    for (int r = 1; r < n; r++) {
+      float v = in[r * QCOUNT + j];
+      if (op == QCOLL_PROD) a *= v;
+      else if (op == QCOLL_MIN) a = v < a ? v : a;
+      else if (op == QCOLL_MAX) a = v > a ? v : a;
+      else a += v;
+    }
+    acc[j] = op == QCOLL_AVG ? a / (float)n : a;
+  }
+  round_trip(q, acc, QCOUNT);
+  for (int r = 0; r < n; r++)
+    for (size_t j = 0; j < QCOUNT; j++) store(dt, calls[r].recv->host, j, acc[j]);
+  free(in);
+  free(acc);
+}
+
+static void check_quant_tolerance(qcoll_quant_t q, qcoll_dtype_t dt, qcoll_op_t op, int n,
+                                  double *worst_ratio) {
+  perf_buf_t send[QMAX_RANKS], recv[QMAX_RANKS];
+  perf_call_t calls[QMAX_RANKS];
+  const perf_coll_t *coll = perf_coll_by_id(PERF_ALL_REDUCE);
+  perf_shape_t shape = perf_coll_shape(coll, QCOUNT * qcoll_dtype_size(dt), qcoll_dtype_size(dt), n);
+  for (int r = 0; r < n; r++) {
+    assert_int_equal(perf_buf_alloc(&send[r], PERF_MEM_HOST, shape.bytes), 0);
+    assert_int_equal(perf_buf_alloc(&recv[r], PERF_MEM_HOST, shape.bytes), 0);
+    calls[r] = (perf_call_t){.coll = coll, .rank = r, .nranks = n, .shape = shape, .dtype = dt,
+                             .op = op, .root = -1, .send = &send[r], .recv = &recv[r]};
+    assert_int_equal(perf_check_prepare(&calls[r]), 0);
+  }
+  quantised_all_reduce(q, calls, n);
+  perf_tolerance_t tol = perf_quant_tolerance(q, dt, op, n);
+  assert_true(tol.abs > 0);
+  for (int r = 0; r < n; r++) {
+    int64_t wrong = -1;
+    double err = -1;
+    assert_int_equal(perf_check_compare(&calls[r], tol, &wrong, &err), 0);
+    if (wrong != 0)
+      print_error("%s %s %s n=%d: %lld wrong, max error %g, tolerance %g\n", qcoll_quant_name(q),
+                  qcoll_dtype_name(dt), qcoll_op_name(op), n, (long long)wrong, err, tol.abs);
+    assert_int_equal(wrong, 0);
+    assert_true(err <= tol.abs);
+    if (err / tol.abs > *worst_ratio) *worst_ratio = err / tol.abs;
+  }
+  /* An element off by more than the tolerance is one wrong, and the error
+   * reported is that element's. */
+  double v = load(dt, recv[0].host, 5);
+  store(dt, recv[0].host, 5, v + 2 * tol.abs + 1);
+  int64_t wrong = -1;
+  double err = -1;
+  assert_int_equal(perf_check_compare(&calls[0], tol, &wrong, &err), 0);
+  assert_int_equal(wrong, 1);
+  assert_true(err > 2 * tol.abs);
+  for (int r = 0; r < n; r++) {
+    perf_buf_free(&send[r]);
+    perf_buf_free(&recv[r]);
+  }
+}
+
+static void test_quant_tolerance_bounds_two_shot(void **state) {
+  (void)state;
+  static const qcoll_quant_t quants[] = {QCOLL_QUANT_INT8, QCOLL_QUANT_INT6, QCOLL_QUANT_INT4,
+                                         QCOLL_QUANT_FP8};
+  static const qcoll_dtype_t dtypes[] = {QCOLL_F16, QCOLL_BF16, QCOLL_F32};
+  static const int ranks[] = {2, 3, 4, 8};
+  for (size_t qi = 0; qi < 4; qi++) {
+    double worst = 0;
+    for (size_t d = 0; d < 3; d++)
+      for (int op = 0; op < QCOLL_OP_COUNT; op++)
+        for (size_t k = 0; k < 4; k++)
+          check_quant_tolerance(quants[qi], dtypes[d], (qcoll_op_t)op, ranks[k], &worst);
+    /* The rounding is real (the model is not exact) and the bound is not
+     * vacuous: the worst case uses a fair part of it. */
+    print_message("%s: worst error / tolerance = %.3f\n", qcoll_quant_name(quants[qi]), worst);
+    assert_true(worst > 0.05);
+  }
+}
+
+/* Exact transfers and integer dtypes are compared bit for bit. */
+static void test_quant_tolerance_exact_cases(void **state) {
+  (void)state;
+  assert_true(perf_quant_tolerance(QCOLL_QUANT_NONE, QCOLL_F32, QCOLL_SUM, 4).abs == 0);
+  assert_true(perf_quant_tolerance(QCOLL_QUANT_DEFAULT, QCOLL_BF16, QCOLL_SUM, 4).abs == 0);
+  assert_true(perf_quant_tolerance(QCOLL_QUANT_INT8, QCOLL_I32, QCOLL_SUM, 4).abs == 0);
+  /* Coarser formats allow more. */
+  double i8 = perf_quant_tolerance(QCOLL_QUANT_INT8, QCOLL_F32, QCOLL_SUM, 4).abs;
+  double i4 = perf_quant_tolerance(QCOLL_QUANT_INT4, QCOLL_F32, QCOLL_SUM, 4).abs;
+  assert_true(i8 > 0 && i4 > i8);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_f16_round_trip),
@@ -265,6 +386,8 @@ int main(void) {
       cmocka_unit_test(test_all_reduce_every_dtype_and_op),
       cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_inputs_distinguish_ranks_and_indices),
+      cmocka_unit_test(test_quant_tolerance_bounds_two_shot),
+      cmocka_unit_test(test_quant_tolerance_exact_cases),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

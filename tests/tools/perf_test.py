@@ -8,7 +8,13 @@ the table: every row has the expected size and count, every checked #wrong
 is 0, the bus bandwidth follows from the algorithm bandwidth by the
 collective's factor, and the footer reports the outcome.  Bad-flag cases
 assert the exit status 2 and the message.  Standard library only.
+
+The gpu.* cases run on GPU buffers.  They first ask qcoll-perf itself
+whether it can use a GPU here, and exit 77 (skipped), saying why, when it
+cannot: no device, QCOLL_DISABLE_CUDA, or a build without CUDA.
 """
+import math
+import os
 import re
 import subprocess
 import sys
@@ -18,9 +24,16 @@ ELEM = {"i8": 1, "u8": 1, "i32": 4, "u32": 4, "i64": 8, "u64": 8,
 OPS = ["sum", "prod", "min", "max", "avg"]
 GATHERED = {"all_gather", "reduce_scatter", "all_to_all"}
 NO_IN_PLACE = {"all_to_all", "sendrecv", "barrier"}
+SKIP = 77
+# A line NCCL logs itself (NCCL_DEBUG=INFO/WARN), not a row of the table.
+NCCL_LOG = re.compile(r"^\S+:\d+:\d+ \[\d+\] NCCL ")
 
 
 class Failure(Exception):
+    pass
+
+
+class Skip(Exception):
     pass
 
 
@@ -29,10 +42,14 @@ def check(cond, msg):
         raise Failure(msg)
 
 
-def run(cmd, timeout=120):
+def run(cmd, timeout=120, env=None):
     print("$ " + " ".join(cmd))
+    full_env = None
+    if env:
+        full_env = dict(os.environ)
+        full_env.update(env)
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       text=True, timeout=timeout)
+                       text=True, timeout=timeout, env=full_env)
     print(p.stdout, end="")
     if p.stderr:
         print("--- stderr:\n" + p.stderr, end="")
@@ -58,23 +75,37 @@ def sweep(minb, maxb, factor):
     return sizes
 
 
-def parse_rows(out):
+def parse_rows(out, ncols=13):
     rows = []
     for line in out.splitlines():
-        if not line.strip() or line.startswith("#"):
+        if not line.strip() or line.startswith("#") or NCCL_LOG.match(line):
             continue
         f = line.split()
-        check(len(f) == 13, "a table row does not have 13 columns: %r" % line)
+        check(len(f) == ncols, "a table row does not have %d columns: %r" % (ncols, line))
         rows.append(f)
     return rows
 
 
-def check_half(coll, nranks, f, checked, label):
+def time_resolution(shown):
+    """Half the last printed digit of a time column (us)."""
+    t = float(shown)
+    return 0.005 if t < 100 else 0.05 if t < 10000 else 0.5
+
+
+def check_half(coll, nranks, f, checked, label, allow_nograph=False):
     """One placement's four columns: time algbw busbw #wrong."""
     time_s, algbw, busbw, wrong = f
     if coll in NO_IN_PLACE and label == "in-place":
         check([time_s, algbw, busbw, wrong] == ["N/A"] * 4,
               "%s in-place columns should be N/A: %r" % (coll, f))
+        return
+    if checked:
+        check(wrong == "0", "%s #wrong is %s, expected 0" % (label, wrong))
+    else:
+        check(wrong == "N/A", "%s #wrong should be N/A without -c 1" % label)
+    if time_s == "nograph":
+        check(allow_nograph, "%s was not captured into a CUDA graph: %r" % (label, f))
+        check([algbw, busbw] == ["N/A", "N/A"], "%s nograph row has bandwidths: %r" % (label, f))
         return
     check(float(time_s) > 0, "%s time is not positive: %r" % (label, f))
     factor = busbw_factor(coll, nranks)
@@ -82,15 +113,38 @@ def check_half(coll, nranks, f, checked, label):
     # Both columns are rounded to 2 decimals (at most 0.005 each).
     check(abs(float(busbw) - want) <= 0.005 * (factor + 1) + 1e-6,
           "%s busbw %s is not algbw %s x factor" % (label, busbw, algbw))
-    if checked:
-        check(wrong == "0", "%s #wrong is %s, expected 0" % (label, wrong))
-    else:
-        check(wrong == "N/A", "%s #wrong should be N/A without -c 1" % label)
 
 
-def check_table(p, coll, nranks, sizes, dtypes, ops, root, checked=True):
+def check_nccl(coll, nranks, size, qcoll_time, f, allow_nograph=False):
+    """The NCCL columns: nccl_time nccl_busbw ratio."""
+    t, busbw, ratio = f
+    if coll == "barrier":
+        check(f == ["N/A"] * 3, "barrier NCCL columns should be N/A: %r" % f)
+        return
+    if t == "nograph":
+        check(allow_nograph, "NCCL was not captured into a CUDA graph: %r" % f)
+        return
+    check(float(t) > 0, "nccl_time is not positive: %r" % f)
+    # busbw = size / time x factor, from the printed (rounded) time.
+    factor = busbw_factor(coll, nranks)
+    lo = size / ((float(t) + time_resolution(t)) * 1e3) * factor
+    hi = size / max(float(t) - time_resolution(t), 1e-9) / 1e3 * factor
+    check(lo - 0.006 <= float(busbw) <= hi + 0.006,
+          "nccl_busbw %s does not follow from size %d and time %s" % (busbw, size, t))
+    if qcoll_time in ("nograph", "N/A"):
+        check(ratio == "N/A", "ratio %s without a qcoll time" % ratio)
+        return
+    tq, tn = float(qcoll_time), float(t)
+    want = tn / tq
+    slack = want * (time_resolution(qcoll_time) / tq + time_resolution(t) / tn) * 1.05 + 0.006
+    check(abs(float(ratio) - want) <= slack,
+          "ratio %s is not nccl_time %s / qcoll_time %s" % (ratio, t, qcoll_time))
+
+
+def check_table(p, coll, nranks, sizes, dtypes, ops, root, checked=True, nccl=False,
+                allow_nograph=False, allow_nccl_nograph=False, memory=None):
     check(p.returncode == 0, "qcoll-perf exited %d, expected 0" % p.returncode)
-    rows = parse_rows(p.stdout)
+    rows = parse_rows(p.stdout, 16 if nccl else 13)
     want = [(s, d, o) for d in dtypes for o in ops for s in sizes]
     check(len(rows) == len(want),
           "%d table rows, expected %d" % (len(rows), len(want)))
@@ -109,8 +163,10 @@ def check_table(p, coll, nranks, sizes, dtypes, ops, root, checked=True):
         check(f[2] == dtype, "type column %s, expected %s" % (f[2], dtype))
         check(f[3] == op, "redop column %s, expected %s" % (f[3], op))
         check(int(f[4]) == root, "root column %s, expected %d" % (f[4], root))
-        check_half(coll, nranks, f[5:9], checked, "out-of-place")
-        check_half(coll, nranks, f[9:13], checked, "in-place")
+        check_half(coll, nranks, f[5:9], checked, "out-of-place", allow_nograph)
+        check_half(coll, nranks, f[9:13], checked, "in-place", allow_nograph)
+        if nccl:
+            check_nccl(coll, nranks, shown, f[5], f[13:16], allow_nccl_nograph)
     if checked:
         check("# Out of bounds values : 0 OK" in p.stdout, "footer does not say 0 OK")
     check(re.search(r"^# Avg bus bandwidth +: [0-9.e+-]+$", p.stdout, re.M),
@@ -119,14 +175,19 @@ def check_table(p, coll, nranks, sizes, dtypes, ops, root, checked=True):
           "header does not name %d ranks" % nranks)
     ranks = re.findall(r"^#  Rank +(\d+) +Pid", p.stdout, re.M)
     check(ranks == [str(r) for r in range(nranks)], "rank table lists %r" % ranks)
-    print("checked %d rows: sizes, counts, busbw factors%s" %
-          (len(rows), ", #wrong 0" if checked else ""))
+    if memory:
+        check(re.search(r"^#  memory: %s " % memory, p.stdout, re.M),
+              "header does not say memory: %s" % memory)
+    print("checked %d rows: sizes, counts, busbw factors%s%s" %
+          (len(rows), ", #wrong 0" if checked else "", ", NCCL columns" if nccl else ""))
+    return rows
 
 
 def case_all_reduce(run_, perf):
     # The reference sweep: 2 ranks, 8 B .. 64 KiB by 4, every result checked.
-    p = run([run_, "-n", "2", perf, "-b", "8", "-e", "64K", "-f", "4", "-c", "1"])
-    check_table(p, "all_reduce", 2, sweep(8, 65536, 4), ["f32"], ["sum"], -1)
+    p = run([run_, "-n", "2", perf, "-m", "host", "-b", "8", "-e", "64K", "-f", "4", "-c", "1"])
+    check_table(p, "all_reduce", 2, sweep(8, 65536, 4), ["f32"], ["sum"], -1, memory="host")
+    check("timing: wall clock" in p.stdout, "host memory is not timed by the wall clock")
     check(re.search(r"^# \[7/7\] 32 KiB f32 sum done$", p.stderr, re.M),
           "no progress line for the last size on stderr")
 
@@ -135,7 +196,7 @@ def case_all_dtypes_ops(run_, perf, coll, nranks):
     # Every dtype and op on an odd rank count (uneven splits, ring parity).
     has_op = coll in {"all_reduce", "reduce", "reduce_scatter"}
     has_root = coll in {"reduce", "broadcast"}
-    args = [run_, "-n", str(nranks), perf, "-b", "8", "-e", "4K", "-f", "8",
+    args = [run_, "-n", str(nranks), perf, "-m", "host", "-b", "8", "-e", "4K", "-f", "8",
             "-n", "2", "-w", "1", "-c", "1", "-d", "all"]
     if has_op:
         args += ["-o", "all"]
@@ -149,16 +210,18 @@ def case_all_dtypes_ops(run_, perf, coll, nranks):
 
 
 def case_unchecked(run_, perf):
-    p = run([run_, "-n", "2", perf, "-b", "1K", "-e", "4K", "-f", "2", "-c", "0",
+    p = run([run_, "-n", "2", perf, "-m", "host", "-b", "1K", "-e", "4K", "-f", "2", "-c", "0",
              "-d", "bf16"])
     check_table(p, "all_reduce", 2, [1024, 2048, 4096], ["bf16"], ["sum"], -1,
                 checked=False)
 
 
 def case_single_rank(run_, perf):
-    # Without a launcher it runs alone.
-    p = run([perf, "-b", "64", "-e", "256", "-f", "2", "-d", "i32", "-o", "max"])
-    check_table(p, "all_reduce", 1, [64, 128, 256], ["i32"], ["max"], -1)
+    # Without a launcher it runs alone; without a usable GPU (here: CUDA
+    # disabled) the default memory is host.
+    p = run([perf, "-b", "64", "-e", "256", "-f", "2", "-d", "i32", "-o", "max"],
+            env={"QCOLL_DISABLE_CUDA": "1"})
+    check_table(p, "all_reduce", 1, [64, 128, 256], ["i32"], ["max"], -1, memory="host")
 
 
 def case_bad_flags(run_, perf):
@@ -172,6 +235,8 @@ def case_bad_flags(run_, perf):
         (["-n", "0"], "-n needs an integer in 1.."),
         (["-c", "2"], "-c needs an integer in 0..1"),
         (["-m", "host", "-G", "1"], "-G (CUDA graph capture) needs GPU buffers"),
+        (["-m", "host", "--vs-nccl"], "--vs-nccl needs GPU buffers"),
+        (["--vs-nccl=1"], "unknown option '--vs-nccl=1'"),
         (["-a", "fastest"], "unknown algorithm 'fastest'"),
         (["-m", "host", "-a", "oneshot"], "-a oneshot needs GPU buffers"),
         (["-q", "int3"], "unknown quantisation 'int3'"),
@@ -199,10 +264,215 @@ def case_bad_flags(run_, perf):
     check("sendrecv needs at least 2 ranks" in p.stderr, "sendrecv alone: no clear message")
     p = run([perf, "--help"])
     check(p.returncode == 0 and "Usage: qcoll-perf" in p.stdout, "--help prints no usage")
+    check("--vs-nccl" in p.stdout, "--help does not document --vs-nccl")
+    # GPU flags when GPU buffers cannot be had: refused, saying why.
+    p = run([perf, "-m", "gpu", "-b", "8", "-e", "8"], env={"QCOLL_DISABLE_CUDA": "1"})
+    check(p.returncode == 2, "-m gpu with QCOLL_DISABLE_CUDA=1: exit %d, expected 2"
+          % p.returncode)
+    check("-m gpu: " in p.stderr, "-m gpu refused without a clear message")
+    p = run([perf, "-G", "1", "-b", "8", "-e", "8"], env={"QCOLL_DISABLE_CUDA": "1"})
+    check(p.returncode == 2 and "-G (CUDA graph capture) needs GPU buffers; this run uses "
+          "host memory, as " in p.stderr, "-G without a GPU: no clear message")
+
+
+# ---- GPU buffers --------------------------------------------------------------
+
+GPU_SKIP_MARKS = ["-m gpu: no usable CUDA device", "-m gpu: QCOLL_DISABLE_CUDA is set",
+                  "built without CUDA"]
+
+
+def require_gpu(perf):
+    """Skip unless qcoll-perf can use GPU buffers here (it says why not)."""
+    p = run([perf, "-m", "gpu", "-b", "8", "-e", "8", "-n", "1", "-w", "0", "-c", "0"])
+    for mark in GPU_SKIP_MARKS:
+        if p.returncode == 2 and mark in p.stderr:
+            raise Skip(p.stderr.strip().splitlines()[0])
+    check(p.returncode == 0, "qcoll-perf -m gpu on one rank exited %d" % p.returncode)
+
+
+def gpu_sweep(run_, perf, nranks, extra, coll="all_reduce", minb=8, maxb=1 << 20, factor=4,
+              **table):
+    args = [run_, "-n", str(nranks), perf, "-m", "gpu", "-b", str(minb), "-e", str(maxb),
+            "-f", str(factor), "-c", "1"] + extra + [coll]
+    p = run(args, timeout=280)
+    dtype = extra[extra.index("-d") + 1] if "-d" in extra else "f32"
+    op = "sum" if coll in {"all_reduce", "reduce", "reduce_scatter"} else "none"
+    root = 0 if coll in {"reduce", "broadcast"} else -1
+    rows = check_table(p, coll, nranks, sweep(minb, maxb, factor), [dtype], [op], root,
+                       memory="gpu", **table)
+    return p, rows
+
+
+def case_gpu_all_reduce(run_, perf):
+    # With a usable GPU the default memory is gpu.
+    p = run([perf, "-b", "8", "-e", "8", "-n", "1", "-w", "0"])
+    check(p.returncode == 0 and re.search(r"^#  memory: gpu ", p.stdout, re.M),
+          "the default memory is not gpu although a GPU is usable")
+    p, _ = gpu_sweep(run_, perf, 2, [])
+    check("timing: CUDA events on the stream" in p.stdout, "header does not name the timer")
+    check(re.search(r"^#  Rank +1 +Pid.* device \d+ ", p.stdout, re.M),
+          "rank table does not name rank 1's device")
+
+
+def case_gpu_graph(run_, perf):
+    # The library's IPC all-reduce is graph-safe: every row must be timed
+    # from graph launches (no nograph), and the out-of-place check replays
+    # the captured graph on fresh inputs.
+    for dtype in ["f32", "bf16"]:
+        p, _ = gpu_sweep(run_, perf, 2, ["-G", "1", "-d", dtype])
+        check("timing: CUDA events around graph launches" in p.stdout,
+              "header does not say graph launches are timed")
+        check("graph: 1" in p.stdout, "header does not give -G 1")
+
+
+def case_gpu_algo(run_, perf, algo):
+    p, _ = gpu_sweep(run_, perf, 2, ["-a", algo])
+    check("algo: %s" % algo in p.stdout, "header does not name algorithm %s" % algo)
+
+
+def case_gpu_quant(run_, perf):
+    # Sizes on both sides of QCOLL_QUANT_MIN_BYTES (1M): results within the
+    # stated tolerance, and above it the transfer must really round.
+    for quant in ["int8", "int4", "fp8"]:
+        p, _ = gpu_sweep(run_, perf, 2, ["-a", "twoshot", "-q", quant, "-d", "bf16"],
+                         minb=256 << 10, maxb=4 << 20)
+        m = re.search(r"^# Max abs error +: ([0-9.e+-]+) \(quantised transfer (\w+); "
+                      r"allowed ([0-9.e+-]+)\)$", p.stdout, re.M)
+        check(m, "no max-error footer for -q %s" % quant)
+        err, name, allowed = float(m.group(1)), m.group(2), float(m.group(3))
+        check(name == quant, "footer names quantisation %s, expected %s" % (name, quant))
+        check(err <= allowed, "max error %g above the allowed %g" % (err, allowed))
+        check(err > 0, "-q %s gave exact results at 1 MiB and 4 MiB: nothing was quantised"
+              % quant)
+        print("-q %s: max abs error %g, allowed %g" % (quant, err, allowed))
+
+
+def case_gpu_collectives(run_, perf):
+    # Every collective and dtype on GPU buffers, 3 ranks (uneven splits).
+    for coll in ["all_reduce", "reduce", "broadcast", "all_gather", "reduce_scatter",
+                 "all_to_all", "sendrecv", "barrier"]:
+        args = [run_, "-n", "3", perf, "-m", "gpu", "-b", "8", "-e", "4K", "-f", "8",
+                "-n", "2", "-w", "1", "-c", "1", "-d", "all", coll]
+        p = run(args, timeout=280)
+        sizes = [8, 64, 512, 4096] if coll != "barrier" else [0]
+        op = "sum" if coll in {"all_reduce", "reduce", "reduce_scatter"} else "none"
+        root = 0 if coll in {"reduce", "broadcast"} else -1
+        check_table(p, coll, 3, sizes, list(ELEM), [op], root, memory="gpu")
+
+
+def case_gpu_graph_refused(run_, perf):
+    # all_gather on ranks that share a GPU runs through host memory, which
+    # the library cannot capture: the run must go on, mark the rows, print
+    # the library's reason once, and still check every result.
+    p = run([run_, "-n", "2", perf, "-m", "gpu", "-G", "1", "-b", "1K", "-e", "8K", "-f", "2",
+             "-c", "1", "all_gather"], timeout=280)
+    rows = check_table(p, "all_gather", 2, [1024, 2048, 4096, 8192], ["f32"], ["none"], -1,
+                       allow_nograph=True, memory="gpu")
+    marked = sum(f[5] == "nograph" for f in rows) + sum(f[9] == "nograph" for f in rows)
+    if marked:
+        check(p.stderr.count("did not capture") == 1,
+              "the refusal should be printed once, got %d" % p.stderr.count("did not capture"))
+        m = re.search(r"^# Not captured +: (\d+) placement\(s\) of qcoll \(nograph\): (.+)$",
+                      p.stdout, re.M)
+        check(m, "no 'Not captured' footer")
+        check(int(m.group(1)) == marked, "footer counts %s, the table %d" % (m.group(1), marked))
+        check(len(m.group(2)) > 10, "the footer gives no reason")
+    else:
+        check("did not capture" not in p.stderr, "a refusal was printed, no row is marked")
+    print("%d placement(s) not captured" % marked)
+
+
+def nccl_or_skip(p):
+    m = re.search(r"^# NCCL refused: (.*)$", p.stdout, re.M)
+    if m and "cannot load" in m.group(1):
+        raise Skip("NCCL is not installed here: " + m.group(1))
+    return m
+
+
+def case_gpu_vs_nccl(run_, perf, graph, maxb=1 << 20):
+    # One rank, without a launcher: NCCL accepts one rank on one GPU.
+    args = [perf, "-m", "gpu", "--vs-nccl", "-b", "8", "-e", str(maxb), "-f", "4", "-c", "1"]
+    if graph:
+        args += ["-G", "1"]
+    p = run(args, timeout=280)
+    refused = nccl_or_skip(p)
+    check(not refused, "NCCL refused one rank: %s" % (refused.group(1) if refused else ""))
+    check(re.search(r"^#  NCCL \d+\.\d+\.\d+ .*on the same buffers", p.stdout, re.M),
+          "header does not name the NCCL version")
+    check(re.search(r"nccl_time +nccl_busbw +ratio$", p.stdout, re.M), "no NCCL column titles")
+    # One rank's own all-reduce may run through host memory and then cannot
+    # be captured; NCCL's must be.
+    rows = check_table(p, "all_reduce", 1, sweep(8, maxb, 4), ["f32"], ["sum"], -1,
+                       nccl=True, allow_nograph=graph)
+    check(re.search(r"^# Avg NCCL bus bandwidth : [0-9.e+-]+$", p.stdout, re.M),
+          "no NCCL bandwidth footer")
+    check_geomean(p, rows)
+
+
+def check_geomean(p, rows):
+    timed = [f for f in rows if f[15] not in ("N/A",)]
+    m = re.search(r"^# Geomean ratio +: ([0-9.]+) \(nccl_time / qcoll_time over (\d+) rows\)$",
+                  p.stdout, re.M)
+    if not timed:
+        check(not m, "a geomean ratio without any ratio")
+        return
+    check(m and int(m.group(2)) == len(timed), "no geomean ratio over %d rows" % len(timed))
+    # The rows' ratios are rounded to 2 decimals: compare in log space.
+    want = math.exp(sum(math.log(max(float(f[15]), 0.005)) for f in timed) / len(timed))
+    check(abs(float(m.group(1)) - want) <= 0.05 * want + 0.01,
+          "geomean ratio %s, the rows give %.3f" % (m.group(1), want))
+
+
+def case_gpu_vs_nccl_refused(run_, perf, fake=False):
+    # Two ranks: on one GPU NCCL refuses ("Duplicate GPU detected"); the run
+    # must say so in one line and go on without the NCCL columns.
+    p = run([run_, "-n", "2", perf, "-m", "gpu", "--vs-nccl", "-b", "1K", "-e", "4K", "-f", "4",
+             "-c", "1"], timeout=280)
+    refused = nccl_or_skip(p)
+    if fake:
+        shared = True
+    else:
+        gpus = re.findall(r"^#  Rank +\d+ +Pid.* device \d+ +.*\[([0-9A-Fa-f:.]+)\]$",
+                          p.stdout, re.M)
+        check(len(gpus) == 2, "rank table does not give both ranks' GPUs: %r" % gpus)
+        shared = gpus[0] == gpus[1]
+    if shared and not os.environ.get("NCCL_MULTI_RANK_GPU_ENABLE"):
+        check(refused, "both ranks on one GPU, yet NCCL did not refuse")
+    if refused:
+        check(len(refused.group(1)) > 10, "NCCL refused without a reason")
+        check(p.stdout.count("NCCL refused") == 1, "the refusal should be one line")
+    check_table(p, "all_reduce", 2, [1024, 4096], ["f32"], ["sum"], -1, nccl=not refused)
+    print("ranks on %s; NCCL %s" % ("one GPU" if shared else "two GPUs",
+                                             "refused" if refused else "ran"))
+
+
+def case_capture_refused_everywhere(run_, perf):
+    # Every capture fails (FAKE_CAPTURE_FAIL): every timed placement of
+    # qcoll and of NCCL says nograph, each engine's reason is printed once,
+    # the footers count them, and the results are still checked.
+    p = run([run_, "-n", "2", perf, "-m", "gpu", "-G", "1", "-b", "1K", "-e", "8K", "-f", "2",
+             "-c", "1"])
+    rows = check_table(p, "all_reduce", 2, [1024, 2048, 4096, 8192], ["f32"], ["sum"], -1,
+                       allow_nograph=True)
+    check(all(f[5] == f[9] == "nograph" for f in rows), "a row was timed without its graph")
+    check(p.stderr.count("qcoll did not capture") == 1, "qcoll's refusal not printed once")
+    check(re.search(r"^# Not captured +: 8 placement\(s\) of qcoll \(nograph\): .*fake",
+                    p.stdout, re.M), "no footer counting 8 placements with the reason")
+    p = run([perf, "-m", "gpu", "-G", "1", "--vs-nccl", "-b", "1K", "-e", "4K", "-f", "4",
+             "-c", "1"])
+    rows = check_table(p, "all_reduce", 1, [1024, 4096], ["f32"], ["sum"], -1, nccl=True,
+                       allow_nograph=True, allow_nccl_nograph=True)
+    check(all(f[13] == "nograph" and f[15] == "N/A" for f in rows),
+          "NCCL timed without its graph: %r" % rows)
+    check(p.stderr.count("NCCL did not capture") == 1, "NCCL's refusal not printed once")
+    check(re.search(r"^# Not captured +: 2 placement\(s\) of NCCL \(nograph\)", p.stdout,
+                    re.M), "no footer counting NCCL's placements")
+    check_geomean(p, rows)
 
 
 def main():
     run_, perf, case = sys.argv[1:4]
+    print("perf_test.py: %s" % case)
     cases = {
         "all_reduce": lambda: case_all_reduce(run_, perf),
         "unchecked": lambda: case_unchecked(run_, perf),
@@ -212,11 +482,40 @@ def main():
     for coll in ["all_reduce", "reduce", "broadcast", "all_gather",
                  "reduce_scatter", "all_to_all", "sendrecv", "barrier"]:
         cases["every_dtype." + coll] = (lambda c=coll: case_all_dtypes_ops(run_, perf, c, 3))
+    gpu_cases = {
+        "gpu.all_reduce": lambda: case_gpu_all_reduce(run_, perf),
+        "gpu.graph": lambda: case_gpu_graph(run_, perf),
+        "gpu.oneshot": lambda: case_gpu_algo(run_, perf, "oneshot"),
+        "gpu.twoshot": lambda: case_gpu_algo(run_, perf, "twoshot"),
+        "gpu.quant": lambda: case_gpu_quant(run_, perf),
+        "gpu.collectives": lambda: case_gpu_collectives(run_, perf),
+        "gpu.graph_refused": lambda: case_gpu_graph_refused(run_, perf),
+        "gpu.vs_nccl": lambda: case_gpu_vs_nccl(run_, perf, False),
+        "gpu.vs_nccl_graph": lambda: case_gpu_vs_nccl(run_, perf, True),
+        "gpu.vs_nccl_refused": lambda: case_gpu_vs_nccl_refused(run_, perf),
+    }
+    for name, fn in gpu_cases.items():
+        cases[name] = (lambda f=fn: (require_gpu(perf), f()))
+    # The same control flow on a pretend GPU (host memory; see
+    # perf_mem_fakegpu.c) with a fake NCCL: runs anywhere.
+    fake_cases = {
+        "fakegpu.vs_nccl": lambda: case_gpu_vs_nccl(run_, perf, False, maxb=64 << 10),
+        "fakegpu.nccl_refused": lambda: case_gpu_vs_nccl_refused(run_, perf, fake=True),
+        "fakegpu.capture_refused": lambda: case_capture_refused_everywhere(run_, perf),
+    }
+    cases.update(fake_cases)
+    if case in fake_cases:
+        check(len(sys.argv) == 5, "fakegpu cases need the fake NCCL library as 4th argument")
+        os.environ["QCOLL_NCCL_LIB"] = sys.argv[4]
+        os.environ["QCOLL_DISABLE_CUDA"] = "1"  # the library stays on host memory
     if case not in cases:
         print("unknown case %s; cases: %s" % (case, " ".join(sorted(cases))))
         return 2
     try:
         cases[case]()
+    except Skip as e:
+        print("SKIP [%s]: %s" % (case, e))
+        return SKIP
     except Failure as e:
         print("FAIL [%s]: %s" % (case, e))
         return 1

@@ -4,7 +4,9 @@
  *   qcoll-perf.c  options, the size sweep, timing and the report
  *   perf_colls.c  the collectives: buffer layouts, bus-bandwidth factors
  *   perf_check.c  input patterns, the exact expected results, comparison
- *   perf_mem.c    buffer allocation (host now; the GPU hook is marked there)
+ *   perf_mem.c    buffers, the device, streams, timers and CUDA graphs
+ *                 (host-only builds compile it without CUDA: GPU calls fail)
+ *   perf_nccl.c   NCCL on the same buffers, loaded at run time
  */
 #ifndef QCOLL_PERF_H
 #define QCOLL_PERF_H
@@ -29,18 +31,66 @@ typedef struct perf_buf {
   size_t bytes;
 } perf_buf_t;
 
-/* True when GPU buffers can be used (default memory is then gpu). */
-bool perf_gpu_available(void);
-/* Prepare this rank's device (GPU memory only); 0 or -1 with *why set. */
+/* True when this qcoll-perf was built with CUDA (GPU buffers possible). */
+bool perf_cuda_built(void);
+/* True when GPU buffers can be used here (default memory is then gpu);
+ * otherwise *why (if not NULL) says why not. */
+bool perf_gpu_available(const char **why);
+/* Prepare this rank's device (GPU memory only): select device
+ * local_rank % device count, so that the communicator, created next, takes
+ * it.  0, or -1 with *why set. */
 int perf_mem_setup(perf_mem_kind_t kind, int local_rank, const char **why);
+/* The current device (GPU memory), else -1. */
+int perf_current_device(void);
+/* "NVIDIA H200 [0000:18:00.0]" for the current device, or "". */
+void perf_gpu_describe(char *buf, size_t len);
+/* The last CUDA failure of this thread, in words ("" if none). */
+const char *perf_gpu_error(void);
+
 /* 0, or -1 when the memory cannot be had. */
 int perf_buf_alloc(perf_buf_t *b, perf_mem_kind_t kind, size_t bytes);
 void perf_buf_free(perf_buf_t *b);
-/* Move [offset, offset+bytes) between host view and buffer (no-op on host). */
-int perf_buf_upload(perf_buf_t *b, size_t offset, size_t bytes);
-int perf_buf_download(perf_buf_t *b, size_t offset, size_t bytes);
-/* Wait until the collectives enqueued on stream have finished. */
+/* Move [offset, offset+bytes) between host view and buffer, ordered on
+ * stream and finished on return (no-op on host memory). */
+int perf_buf_upload(perf_buf_t *b, size_t offset, size_t bytes, void *stream);
+int perf_buf_download(perf_buf_t *b, size_t offset, size_t bytes, void *stream);
+
+/* The stream the collectives are enqueued on: a non-blocking stream of the
+ * current device for GPU memory, NULL for host memory. */
+int perf_stream_create(perf_mem_kind_t kind, void **stream);
+void perf_stream_destroy(perf_mem_kind_t kind, void *stream);
+/* Wait until the work enqueued on stream has finished. */
 int perf_stream_sync(perf_mem_kind_t kind, void *stream);
+
+/* Time of the work enqueued on a stream between start and stop: CUDA
+ * events on GPU streams, the wall clock for host memory (host collectives
+ * are synchronous). */
+typedef struct perf_timer {
+  perf_mem_kind_t kind;
+  void *start, *stop; /* cudaEvent_t */
+  double t0;
+} perf_timer_t;
+
+int perf_timer_init(perf_timer_t *t, perf_mem_kind_t kind);
+int perf_timer_start(perf_timer_t *t, void *stream);
+/* Waits for the stream; *seconds since start. */
+int perf_timer_stop(perf_timer_t *t, void *stream, double *seconds);
+void perf_timer_destroy(perf_timer_t *t);
+
+/* A CUDA graph captured from a stream, ready to launch. */
+typedef struct perf_graph {
+  void *exec; /* cudaGraphExec_t; NULL when there is none */
+} perf_graph_t;
+
+/* Start capturing stream (thread-local mode: other threads' CUDA calls,
+ * the library's included, neither break the capture nor are refused). */
+int perf_capture_begin(void *stream);
+/* End the capture.  keep: instantiate the graph into *g and upload it;
+ * otherwise discard what was captured.  0, or -1 (perf_gpu_error says why;
+ * *g stays empty). */
+int perf_capture_end(void *stream, bool keep, perf_graph_t *g);
+int perf_graph_launch(const perf_graph_t *g, void *stream);
+void perf_graph_destroy(perf_graph_t *g);
 
 /* ---- collectives --------------------------------------------------- */
 
@@ -117,10 +167,38 @@ typedef struct perf_tolerance {
  * poison the rest of the outputs, then upload. */
 int perf_check_prepare(const perf_call_t *call);
 /* Download the result and count the elements that differ from the exact
- * expectation (beyond tol). */
+ * expectation (beyond tol); *max_err (may be NULL) gets the largest
+ * absolute difference of a finite result (0 for bit-exact ones). */
+int perf_check_compare(const perf_call_t *call, perf_tolerance_t tol, int64_t *wrong,
+                       double *max_err);
 int perf_check_count_wrong(const perf_call_t *call, perf_tolerance_t tol, int64_t *wrong);
 /* Largest magnitude of an input value, for tolerance bounds. */
 double perf_check_max_input(qcoll_dtype_t dtype, qcoll_op_t op, int nranks);
+/* Allowed error of an all-reduce whose transfer is quantised with quant
+ * (QCOLL_QUANT_NONE: 0, bit-exact), on this checker's inputs. */
+perf_tolerance_t perf_quant_tolerance(qcoll_quant_t quant, qcoll_dtype_t dtype, qcoll_op_t op,
+                                      int nranks);
+
+/* ---- NCCL side by side ---------------------------------------------- */
+
+typedef struct perf_nccl perf_nccl_t;
+
+/* Load NCCL (QCOLL_NCCL_LIB, else libnccl.so.2, else
+ * /usr/local/cuda/lib64/libnccl.so.2) and create its communicator over the
+ * same ranks, on the current device, with NCCL's unique id broadcast from
+ * rank 0 through comm.  Collective over comm; every rank gets the same
+ * outcome: the context, or NULL with a one-line reason in why (on rank 0,
+ * the reason of the first rank that failed). */
+perf_nccl_t *perf_nccl_start(qcoll_comm_t comm, int rank, int nranks, char *why, size_t len);
+/* "2.28.3 (libnccl.so.2)" */
+const char *perf_nccl_describe(const perf_nccl_t *n);
+/* Whether NCCL has this collective (barrier: no). */
+bool perf_nccl_supports(const perf_call_t *call);
+/* Enqueue one out-of-place call of the collective with NCCL on the call's
+ * buffers and stream.  0, or -1 with the reason in why. */
+int perf_nccl_run(perf_nccl_t *n, const perf_call_t *call, char *why, size_t len);
+/* Collective: every rank calls it at the end. */
+void perf_nccl_stop(perf_nccl_t *n);
 
 /* ---- conversions shared by the checker and its tests ---------------- */
 

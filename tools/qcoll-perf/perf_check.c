@@ -263,19 +263,22 @@ int perf_check_prepare(const perf_call_t *c) {
   void *in = (char *)g.in_buf->host + g.in_off;
   for (size_t j = 0; reads_input && j < g.in_elems; j++)
     store_int(c->dtype, in, j, input_value(c->dtype, c->op, c->nranks, c->rank, j));
-  if (perf_buf_upload(g.out_buf, g.out_off, g.out_elems * es) != 0 ||
-      perf_buf_upload(g.in_buf, g.in_off, g.in_elems * es) != 0)
+  if (perf_buf_upload(g.out_buf, g.out_off, g.out_elems * es, c->stream) != 0 ||
+      perf_buf_upload(g.in_buf, g.in_off, g.in_elems * es, c->stream) != 0)
     return -1;
   return 0;
 }
 
-int perf_check_count_wrong(const perf_call_t *c, perf_tolerance_t tol, int64_t *wrong) {
+int perf_check_compare(const perf_call_t *c, perf_tolerance_t tol, int64_t *wrong,
+                       double *max_err) {
+  double worst = 0;
   *wrong = 0;
+  if (max_err) *max_err = 0;
   if (c->coll->id == PERF_BARRIER) return 0;
   if (c->coll->id == PERF_REDUCE && c->rank != c->root) return 0;
   regions_t g = call_regions(c);
   size_t es = qcoll_dtype_size(c->dtype);
-  if (perf_buf_download(g.out_buf, g.out_off, g.out_elems * es) != 0) return -1;
+  if (perf_buf_download(g.out_buf, g.out_off, g.out_elems * es, c->stream) != 0) return -1;
   const char *got = (const char *)g.out_buf->host + g.out_off;
   uint64_t expect[1]; /* one element of any dtype */
   for (size_t k = 0; k < g.out_elems; k++) {
@@ -284,10 +287,69 @@ int perf_check_count_wrong(const perf_call_t *c, perf_tolerance_t tol, int64_t *
     if (tol.abs > 0) {
       double d = fabs(load_double(c->dtype, got, k) - load_double(c->dtype, expect, 0));
       ok = d <= tol.abs; /* false for NaN */
+      if (d > worst) worst = d;
     } else {
       ok = memcmp(got + k * es, expect, es) == 0;
     }
     if (!ok) (*wrong)++;
   }
+  if (max_err) *max_err = worst;
   return 0;
+}
+
+int perf_check_count_wrong(const perf_call_t *c, perf_tolerance_t tol, int64_t *wrong) {
+  return perf_check_compare(c, tol, wrong, NULL);
+}
+
+/* ---- the tolerance of a quantised transfer -------------------------------- */
+
+/* Quantisation maps each group of 32 values onto a signed range whose end
+ * is the group's largest magnitude amax, so one value moves by at most half
+ * a step, amax / (2 L), with L the range end (INT8 127, INT6 31, INT4 7);
+ * FP8 e4m3 keeps 3 mantissa bits, a relative error of at most 2^-4, which
+ * is amax / 16, i.e. L = 8.  A quantised all-reduce rounds each input once
+ * (amax <= max_in, so by at most d = max_in / (2 L)), reduces, and rounds
+ * the result once more (by at most its own largest magnitude / (2 L));
+ * the result is then rounded to the dtype (relative eps), perhaps twice if
+ * an implementation stores the reduced values before encoding them.
+ *   sum       the n input errors add up: n d
+ *   min, max, avg   at most one input's error: d
+ *   prod      on this checker's inputs (1 or 2, at most one 2 per element)
+ *             the errors multiply: (1 + d)^(n-1) (2 + d) - 2
+ * 1% covers the f32 arithmetic of scaling and reducing. */
+perf_tolerance_t perf_quant_tolerance(qcoll_quant_t quant, qcoll_dtype_t dtype, qcoll_op_t op,
+                                      int nranks) {
+  perf_tolerance_t tol = {0};
+  double levels;
+  switch (quant) {
+  case QCOLL_QUANT_INT8: levels = 127; break;
+  case QCOLL_QUANT_INT6: levels = 31; break;
+  case QCOLL_QUANT_INT4: levels = 7; break;
+  case QCOLL_QUANT_FP8: levels = 8; break;
+  default: return tol;
+  }
+  if (!is_float(dtype)) return tol; /* integers are never quantised: exact */
+  double n = nranks;
+  double max_in = perf_check_max_input(dtype, op, nranks);
+  double d = max_in / (2 * levels);
+  double in_err, max_out;
+  switch (op) {
+  case QCOLL_SUM:
+    in_err = n * d;
+    max_out = n * max_in;
+    break;
+  case QCOLL_PROD:
+    in_err = pow(1 + d, n - 1) * (2 + d) - 2;
+    max_out = 2;
+    break;
+  default:
+    in_err = d;
+    max_out = max_in;
+    break;
+  }
+  double max_result = max_out + in_err;
+  double eps = dtype == QCOLL_BF16 ? 0x1p-8 : dtype == QCOLL_F16 ? 0x1p-11
+             : dtype == QCOLL_F32 ? 0x1p-24 : 0x1p-53;
+  tol.abs = (in_err + max_result / (2 * levels)) * 1.01 + 2 * max_result * eps;
+  return tol;
 }

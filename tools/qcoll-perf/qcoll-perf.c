@@ -8,12 +8,24 @@
  * per-rank average (so the slowest rank decides, as it does in a real job).
  * Out-of-place is measured first, then in-place.  With -c 1 one more call
  * per size runs on known inputs and every element of the result is
- * compared with the exact expectation; the mismatches of all ranks are
- * summed into the #wrong column and make the exit status non-zero.
+ * compared with the exact expectation (or, with a quantised transfer, with
+ * a stated tolerance); the mismatches of all ranks are summed into the
+ * #wrong column and make the exit status non-zero.
+ *
+ * GPU buffers (-m gpu, the default when a GPU is visible): each rank takes
+ * device local_rank % device count before the communicator is created,
+ * the collectives run on a non-blocking stream of the tool's and CUDA
+ * events on that stream time the loop.  With -G N the timed loop is
+ * captured into a CUDA graph once and the graph is launched N times; when
+ * the library refuses to capture a collective, the row says "nograph".
+ * With --vs-nccl, NCCL runs the same collective on the same buffers right
+ * after qcoll, and three more columns give its time, bus bandwidth and
+ * the ratio nccl_time / qcoll_time (out of place; > 1: qcoll is faster).
  *
  * The table has the columns of the usual collective performance tests:
  *   size count type redop root | time algbw busbw #wrong  (out-of-place)
  *                              | time algbw busbw #wrong  (in-place)
+ *                              [| nccl_time nccl_busbw ratio]
  * where algbw = size / time and busbw = algbw x a per-collective factor
  * (all-reduce 2(n-1)/n; all-gather, reduce-scatter, all-to-all (n-1)/n;
  * broadcast, reduce, sendrecv 1), so that bus bandwidths compare with the
@@ -56,7 +68,11 @@ typedef struct perf_opts {
   qcoll_algo_t algo;
   qcoll_quant_t quant;
   perf_mem_kind_t mem;
+  bool vs_nccl; /* NCCL on the same buffers, side by side */
 } perf_opts_t;
+
+/* Long options without a short form. */
+enum { OPT_VS_NCCL = 256 };
 
 /* ---- messages ------------------------------------------------------------ */
 
@@ -95,9 +111,15 @@ static void print_usage(FILE *f) {
           "  -a, --algo A            all_reduce algorithm: auto host oneshot twoshot nccl\n"
           "  -q, --quant Q           all_reduce transfer: none fp8 int8 int6 int4\n"
           "  -m, --memory host|gpu   buffer memory (default gpu with a GPU, else host)\n"
+          "      --vs-nccl           also run NCCL on the same buffers and print its\n"
+          "                          time, bus bandwidth and nccl_time/qcoll_time\n"
+          "                          (GPU memory only; NCCL loaded from QCOLL_NCCL_LIB,\n"
+          "                          else libnccl.so.2)\n"
           "  -h, --help              show this help\n"
           "SIZE takes K, M, G suffixes (powers of 1024), e.g. 64K.\n"
-          "Exit status: 0, 1 when a result was wrong or a call failed, 2 for bad input.\n");
+          "Exit status: 0, 1 when a result was wrong or a call failed, 2 for bad input.\n"
+          "A row whose time says 'nograph' was not timed: the library refused to\n"
+          "capture that collective into a CUDA graph (the reason is printed once).\n");
 }
 
 static void input_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -225,7 +247,8 @@ static void parse_options(int argc, char **argv, perf_opts_t *o) {
       {"op", required_argument, NULL, 'o'},        {"root", required_argument, NULL, 'r'},
       {"cudagraph", required_argument, NULL, 'G'}, {"algo", required_argument, NULL, 'a'},
       {"quant", required_argument, NULL, 'q'},     {"memory", required_argument, NULL, 'm'},
-      {"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0}};
+      {"vs-nccl", no_argument, NULL, OPT_VS_NCCL}, {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
   *o = (perf_opts_t){.min_bytes = 32u << 20,
                      .max_bytes = 32u << 20,
                      .step_factor = 2,
@@ -238,9 +261,9 @@ static void parse_options(int argc, char **argv, perf_opts_t *o) {
                      .n_ops = 1,
                      .algo = QCOLL_ALGO_AUTO,
                      .quant = QCOLL_QUANT_DEFAULT,
-                     .mem = perf_gpu_available() ? PERF_MEM_GPU : PERF_MEM_HOST};
+                     .mem = PERF_MEM_HOST};
   bool factor_given = false, step_given = false, op_given = false, root_given = false;
-  bool algo_given = false, quant_given = false;
+  bool algo_given = false, quant_given = false, mem_given = false;
   opterr = 0;
   int c;
   while ((c = getopt_long(argc, argv, ":b:e:f:i:n:w:c:d:o:r:G:a:q:m:h", longopts, NULL)) != -1) {
@@ -289,7 +312,9 @@ static void parse_options(int argc, char **argv, perf_opts_t *o) {
       if (strcasecmp(optarg, "host") == 0) o->mem = PERF_MEM_HOST;
       else if (strcasecmp(optarg, "gpu") == 0) o->mem = PERF_MEM_GPU;
       else input_error("-m: memory must be host or gpu, got '%s'", optarg);
+      mem_given = true;
       break;
+    case OPT_VS_NCCL: o->vs_nccl = true; break;
     case 'h':
       print_usage(stdout);
       exit(0);
@@ -325,12 +350,23 @@ static void parse_options(int argc, char **argv, perf_opts_t *o) {
     input_error("-r does not apply to %s (it has no root)", o->coll->name);
   if ((algo_given || quant_given) && o->coll->id != PERF_ALL_REDUCE)
     input_error("-a and -q apply to all_reduce only, not to %s", o->coll->name);
+  /* Ask the driver only when it matters: -m host never touches a GPU. */
+  const char *no_gpu = NULL;
+  if (!mem_given) o->mem = perf_gpu_available(&no_gpu) ? PERF_MEM_GPU : PERF_MEM_HOST;
+  char why_host[360] = "";
+  if (o->mem == PERF_MEM_HOST && no_gpu)
+    snprintf(why_host, sizeof why_host, ", as %s", no_gpu);
+  else if (o->mem == PERF_MEM_HOST && !perf_cuda_built())
+    snprintf(why_host, sizeof why_host, ", and this qcoll-perf was built without CUDA");
   if (o->graph_launches > 0 && o->mem == PERF_MEM_HOST)
-    input_error("-G (CUDA graph capture) needs GPU buffers; this run uses host memory "
-                "(host collectives are synchronous and cannot be captured)");
+    input_error("-G (CUDA graph capture) needs GPU buffers; this run uses host memory%s "
+                "(host collectives are synchronous and cannot be captured)", why_host);
+  if (o->vs_nccl && o->mem == PERF_MEM_HOST)
+    input_error("--vs-nccl needs GPU buffers (NCCL runs on GPU memory); this run uses host "
+                "memory%s", why_host);
   if (o->mem == PERF_MEM_HOST && o->algo != QCOLL_ALGO_AUTO && o->algo != QCOLL_ALGO_HOST)
-    input_error("-a %s needs GPU buffers; this run uses host memory (use -a auto or host)",
-                qcoll_algo_name(o->algo));
+    input_error("-a %s needs GPU buffers; this run uses host memory%s (use -a auto or host)",
+                qcoll_algo_name(o->algo), why_host);
 }
 
 /* ---- the size sweep ------------------------------------------------------- */
@@ -378,23 +414,40 @@ static const char *human_bytes(size_t b, char *buf, size_t len) {
 
 /* ---- running and timing ---------------------------------------------------- */
 
+/* Who runs a call: qcoll, or NCCL on the same buffers. */
+typedef enum engine { ENGINE_QCOLL = 0, ENGINE_NCCL = 1, ENGINE_COUNT } engine_t;
+static const char *const engine_name[ENGINE_COUNT] = {"qcoll", "NCCL"};
+
 typedef struct bench {
   const perf_opts_t *opt;
   qcoll_comm_t comm;
   int rank, nranks, local_rank;
   perf_buf_t send, recv;
-  void *stream;
+  void *stream; /* the tool's stream (GPU memory), NULL for host memory */
+  perf_timer_t timer;
+  perf_nccl_t *nccl;      /* --vs-nccl and NCCL accepted */
+  char nccl_refused[320]; /* --vs-nccl and NCCL refused: why */
   qcoll_quant_t quant_effective;
   int64_t total_wrong;
   double bw_sum;
   int bw_count;
+  /* Quantised checks: the largest error seen and the largest allowed. */
+  double max_err, max_tol;
+  bool tolerance_used;
+  /* Placements the library (or NCCL) would not capture, and why. */
+  int not_captured[ENGINE_COUNT];
+  char capture_refusal[ENGINE_COUNT][512];
+  /* NCCL's side of the comparison. */
+  double nccl_bw_sum, log_ratio_sum;
+  int nccl_bw_count, ratio_count;
 } bench_t;
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+/* One placement's outcome: the slowest rank's seconds per call. */
+typedef struct timing {
+  bool timed;         /* false: -G and the capture was refused */
+  double sec;
+  perf_graph_t graph; /* -G: the captured loop, kept for the check */
+} timing_t;
 
 /* A failed qcoll call ends the run: the launcher stops the other ranks. */
 static void die_on_status(bench_t *b, qcoll_status_t st, const char *what) {
@@ -418,101 +471,235 @@ static void die(bench_t *b, const char *fmt, ...) {
   exit(1);
 }
 
-static void run_call(bench_t *b, const perf_call_t *call) {
+static void describe_call(const perf_call_t *call, char *buf, size_t len) {
+  snprintf(buf, len, "%s(count %zu, %s%s%s%s)", perf_call_fn(call), call->shape.count,
+           qcoll_dtype_name(call->dtype), call->coll->has_op ? ", " : "",
+           call->coll->has_op ? qcoll_op_name(call->op) : "", call->in_place ? ", in place" : "");
+}
+
+/* Enqueue one call on engine e.  A failure ends the run, except while the
+ * stream is being captured: then a call that cannot be captured (qcoll
+ * says QCOLL_ERR_UNSUPPORTED; NCCL fails) is returned as false with the
+ * reason in why, so the row can be marked instead. */
+static bool enqueue(bench_t *b, engine_t e, const perf_call_t *call, bool capturing, char *why,
+                    size_t len) {
+  char what[200];
+  if (e == ENGINE_NCCL) {
+    if (perf_nccl_run(b->nccl, call, why, len) == 0) return true;
+    if (capturing) return false;
+    die(b, "NCCL %s (count %zu, %s) failed: %s", call->coll->name, call->shape.count,
+        qcoll_dtype_name(call->dtype), why);
+  }
   qcoll_status_t st = perf_call_run(call);
-  if (st != QCOLL_OK) {
-    char what[160];
-    snprintf(what, sizeof what, "%s(count %zu, %s%s%s%s)", perf_call_fn(call), call->shape.count,
-             qcoll_dtype_name(call->dtype), call->coll->has_op ? ", " : "",
-             call->coll->has_op ? qcoll_op_name(call->op) : "",
-             call->in_place ? ", in place" : "");
-    die_on_status(b, st, what);
+  if (st == QCOLL_OK) return true;
+  if (capturing && st == QCOLL_ERR_UNSUPPORTED) {
+    snprintf(why, len, "%s", qcoll_comm_last_error(b->comm));
+    return false;
+  }
+  describe_call(call, what, sizeof what);
+  if (capturing) strncat(what, " while capturing a CUDA graph", sizeof what - strlen(what) - 1);
+  die_on_status(b, st, what);
+  return false; /* not reached */
+}
+
+/* Wait for the stream; a GPU kernel that gave up (a peer never came)
+ * reports here rather than in the call that launched it. */
+static void sync_stream(bench_t *b) {
+  if (perf_stream_sync(b->opt->mem, b->stream) != 0)
+    die(b, "waiting for the stream failed: %s", perf_gpu_error());
+  if (b->opt->mem == PERF_MEM_GPU) {
+    qcoll_status_t async = QCOLL_OK;
+    die_on_status(b, qcoll_comm_get_async_error(b->comm, &async), "qcoll_comm_get_async_error");
+    if (async != QCOLL_OK) die_on_status(b, async, "a GPU collective (asynchronous error)");
   }
 }
 
-static void sync_stream(bench_t *b) {
-  if (perf_stream_sync(b->opt->mem, b->stream) != 0) die(b, "waiting for the stream failed");
+static void barrier(bench_t *b) { die_on_status(b, qcoll_barrier(b->comm, NULL), "qcoll_barrier"); }
+
+/* The first refusal of each engine is printed (rank 0), the rest counted. */
+static void note_refusal(bench_t *b, engine_t e, const perf_call_t *call, int who,
+                         const char *why) {
+  if (b->not_captured[e]++ == 0) {
+    snprintf(b->capture_refusal[e], sizeof b->capture_refusal[e], "%s", why);
+    if (b->rank == 0)
+      fprintf(stderr,
+              PROG_NAME ": %s did not capture %s (%s) into a CUDA graph on rank %d: %s\n" PROG_NAME
+              ": such rows say 'nograph' and are not timed\n",
+              engine_name[e], call->coll->name, qcoll_dtype_name(call->dtype), who, why);
+  }
 }
 
-/* Seconds per call: the slowest rank's average over the timed loop. */
-static double time_call(bench_t *b, const perf_call_t *call) {
-  for (int i = 0; i < b->opt->warmup; i++) run_call(b, call);
+/* Capture the timed loop (iters calls) into *g.  Collective: a graph only
+ * when every rank captured one, since a graph launched on some ranks only
+ * would wait for the others until its deadline. */
+static bool capture(bench_t *b, engine_t e, const perf_call_t *call, perf_graph_t *g) {
+  char why[512] = "";
+  bool ok = true;
+  if (perf_capture_begin(b->stream) != 0)
+    die(b, "cannot start capturing a CUDA graph: %s", perf_gpu_error());
+  for (int i = 0; ok && i < b->opt->iters; i++) ok = enqueue(b, e, call, true, why, sizeof why);
+  if (perf_capture_end(b->stream, ok, g) != 0 && ok) {
+    ok = false;
+    snprintf(why, sizeof why, "the calls returned, but the capture failed: %s",
+             perf_gpu_error());
+  }
+  int32_t mine = ok ? b->nranks : b->rank, first = b->nranks;
+  die_on_status(b, qcoll_all_reduce(&mine, &first, 1, QCOLL_I32, QCOLL_MIN, b->comm, NULL),
+                "qcoll_all_reduce of the capture outcomes");
+  if (first == b->nranks) return true;
+  perf_graph_destroy(g);
+  /* The reason of the first rank that could not capture, for everyone. */
+  die_on_status(b, qcoll_broadcast(why, why, sizeof why, QCOLL_U8, first, b->comm, NULL),
+                "qcoll_broadcast of the capture refusal");
+  why[sizeof why - 1] = 0;
+  note_refusal(b, e, call, first, why);
+  return false;
+}
+
+/* Seconds per call on engine e: the slowest rank's average over the timed
+ * loop, timed on the stream. */
+static timing_t time_calls(bench_t *b, engine_t e, const perf_call_t *call) {
+  const perf_opts_t *o = b->opt;
+  timing_t t = {.timed = true};
+  char why[512];
+  for (int i = 0; i < o->warmup; i++) enqueue(b, e, call, false, why, sizeof why);
   sync_stream(b);
-  die_on_status(b, qcoll_barrier(b->comm, NULL), "qcoll_barrier");
-  /* GPU HOOK: with -G, capture the loop below into a CUDA graph once and
-   * time opt->graph_launches launches of it instead. */
-  double t0 = now_s();
-  for (int i = 0; i < b->opt->iters; i++) run_call(b, call);
-  sync_stream(b);
-  double mine = (now_s() - t0) / b->opt->iters, slowest = 0;
+  int launches = 1;
+  if (o->graph_launches > 0) {
+    if (!capture(b, e, call, &t.graph)) {
+      t.timed = false;
+      return t;
+    }
+    launches = o->graph_launches;
+  }
+  barrier(b);
+  if (perf_timer_start(&b->timer, b->stream) != 0)
+    die(b, "cannot start the timer: %s", perf_gpu_error());
+  if (t.graph.exec) {
+    for (int k = 0; k < launches; k++)
+      if (perf_graph_launch(&t.graph, b->stream) != 0)
+        die(b, "launching the CUDA graph failed: %s", perf_gpu_error());
+  } else {
+    for (int i = 0; i < o->iters; i++) enqueue(b, e, call, false, why, sizeof why);
+  }
+  double elapsed = 0;
+  if (perf_timer_stop(&b->timer, b->stream, &elapsed) != 0)
+    die(b, "waiting for the timed loop failed: %s", perf_gpu_error());
+  sync_stream(b); /* asynchronous errors of the loop */
+  double mine = elapsed / ((double)o->iters * launches), slowest = 0;
   die_on_status(b, qcoll_all_reduce(&mine, &slowest, 1, QCOLL_F64, QCOLL_MAX, b->comm, NULL),
                 "qcoll_all_reduce of the times");
-  return slowest;
+  t.sec = slowest;
+  return t;
 }
 
-/* Allowed error of a quantised all-reduce: each of the n inputs is rounded
- * once (at most half a step of its group's scale, max_in / levels) and the
- * sum once more, plus the final rounding to the dtype. */
+/* Exact, or within the bound of a quantised all-reduce on GPU buffers. */
 static perf_tolerance_t tolerance(const bench_t *b, const perf_call_t *call) {
   perf_tolerance_t tol = {0};
   if (call->coll->id != PERF_ALL_REDUCE || b->opt->mem != PERF_MEM_GPU) return tol;
-  double levels;
-  switch (b->quant_effective) {
-  case QCOLL_QUANT_INT8: levels = 127; break;
-  case QCOLL_QUANT_INT6: levels = 31; break;
-  case QCOLL_QUANT_INT4: levels = 7; break;
-  case QCOLL_QUANT_FP8: levels = 8; break; /* e4m3: 3 mantissa bits, 2^-4 relative */
-  default: return tol;
-  }
-  double max_in = perf_check_max_input(call->dtype, call->op, b->nranks);
-  double max_out = max_in * b->nranks;
-  double eps = call->dtype == QCOLL_BF16 ? 0x1p-8 : call->dtype == QCOLL_F16 ? 0x1p-11 : 0x1p-24;
-  tol.abs = (b->nranks * max_in + max_out) / (2 * levels) * 1.01 + max_out * eps;
-  return tol;
+  return perf_quant_tolerance(b->quant_effective, call->dtype, call->op, b->nranks);
 }
 
-/* One checked call on known inputs; the mismatches of all ranks. */
-static int64_t check_call(bench_t *b, const perf_call_t *call) {
-  if (perf_check_prepare(call) != 0) die(b, "cannot set up the check's inputs");
-  die_on_status(b, qcoll_barrier(b->comm, NULL), "qcoll_barrier");
-  run_call(b, call);
+/* One checked call on known inputs; the mismatches of all ranks.  With a
+ * captured graph and out of place, the graph itself runs: each of its
+ * calls reads the same input and writes the same output, so one replay on
+ * fresh inputs must give the exact result (a replay that reused state
+ * frozen at capture would not). */
+static int64_t check_call(bench_t *b, const perf_call_t *call, const timing_t *t) {
+  if (perf_check_prepare(call) != 0)
+    die(b, "cannot set up the check's inputs: %s", perf_gpu_error());
+  barrier(b);
+  if (t->graph.exec && !call->in_place) {
+    if (perf_graph_launch(&t->graph, b->stream) != 0)
+      die(b, "launching the CUDA graph failed: %s", perf_gpu_error());
+  } else {
+    char why[512];
+    enqueue(b, ENGINE_QCOLL, call, false, why, sizeof why);
+  }
   sync_stream(b);
+  perf_tolerance_t tol = tolerance(b, call);
   int64_t mine = 0, all = 0;
-  if (perf_check_count_wrong(call, tolerance(b, call), &mine) != 0)
-    die(b, "cannot read back the check's results");
+  double err = 0, worst = 0;
+  if (perf_check_compare(call, tol, &mine, &err) != 0)
+    die(b, "cannot read back the check's results: %s", perf_gpu_error());
   die_on_status(b, qcoll_all_reduce(&mine, &all, 1, QCOLL_I64, QCOLL_SUM, b->comm, NULL),
                 "qcoll_all_reduce of the error counts");
+  if (tol.abs > 0) {
+    die_on_status(b, qcoll_all_reduce(&err, &worst, 1, QCOLL_F64, QCOLL_MAX, b->comm, NULL),
+                  "qcoll_all_reduce of the errors");
+    b->tolerance_used = true;
+    if (worst > b->max_err) b->max_err = worst;
+    if (tol.abs > b->max_tol) b->max_tol = tol.abs;
+  }
   return all;
 }
 
-static void format_time(double us, char *buf, size_t len) {
-  if (us >= 10000.0) snprintf(buf, len, "%7.0f", us);
-  else if (us >= 100.0) snprintf(buf, len, "%7.1f", us);
-  else snprintf(buf, len, "%7.2f", us);
+static void format_time(double us, int width, char *buf, size_t len) {
+  if (us >= 10000.0) snprintf(buf, len, "%*.0f", width, us);
+  else if (us >= 100.0) snprintf(buf, len, "%*.1f", width, us);
+  else snprintf(buf, len, "%*.2f", width, us);
 }
 
-/* Measure one placement and print its four columns (rank 0). */
-static void run_placement(bench_t *b, perf_call_t *call, bool in_place) {
+/* Measure one placement with qcoll and print its four columns (rank 0).
+ * Returns the seconds per call, or -1 when not timed. */
+static double run_placement(bench_t *b, perf_call_t *call, bool in_place) {
   if (in_place && !call->coll->has_in_place) {
     if (b->rank == 0) printf("  %7s  %6s  %6s  %6s", "N/A", "N/A", "N/A", "N/A");
-    return;
+    return -1;
   }
   call->in_place = in_place;
-  double sec = time_call(b, call);
+  timing_t t = time_calls(b, ENGINE_QCOLL, call);
   char wrong_str[24] = "N/A";
   if (b->opt->check) {
-    int64_t wrong = check_call(b, call);
+    int64_t wrong = check_call(b, call, &t);
     b->total_wrong += wrong;
     snprintf(wrong_str, sizeof wrong_str, "%lld", (long long)wrong);
   }
-  double algbw = sec > 0 ? (double)call->shape.bytes / sec / 1e9 : 0;
+  perf_graph_destroy(&t.graph);
+  if (!t.timed) {
+    if (b->rank == 0) printf("  %7s  %6s  %6s  %6s", "nograph", "N/A", "N/A", wrong_str);
+    return -1;
+  }
+  double algbw = t.sec > 0 ? (double)call->shape.bytes / t.sec / 1e9 : 0;
   double busbw = algbw * perf_busbw_factor(call->coll, b->nranks);
   b->bw_sum += busbw;
   b->bw_count++;
   if (b->rank == 0) {
-    char t[32];
-    format_time(sec * 1e6, t, sizeof t);
-    printf("  %7s  %6.2f  %6.2f  %6s", t, algbw, busbw, wrong_str);
+    char ts[32];
+    format_time(t.sec * 1e6, 7, ts, sizeof ts);
+    printf("  %7s  %6.2f  %6.2f  %6s", ts, algbw, busbw, wrong_str);
+  }
+  return t.sec;
+}
+
+/* NCCL out of place on the same buffers, and the ratio to qcoll's
+ * out-of-place time (rank 0 prints three columns). */
+static void run_nccl(bench_t *b, perf_call_t *call, double qcoll_sec) {
+  if (!perf_nccl_supports(call)) {
+    if (b->rank == 0) printf("  %9s  %10s  %6s", "N/A", "N/A", "N/A");
+    return;
+  }
+  call->in_place = false;
+  timing_t t = time_calls(b, ENGINE_NCCL, call);
+  perf_graph_destroy(&t.graph);
+  if (!t.timed) {
+    if (b->rank == 0) printf("  %9s  %10s  %6s", "nograph", "N/A", "N/A");
+    return;
+  }
+  double algbw = t.sec > 0 ? (double)call->shape.bytes / t.sec / 1e9 : 0;
+  double busbw = algbw * perf_busbw_factor(call->coll, b->nranks);
+  b->nccl_bw_sum += busbw;
+  b->nccl_bw_count++;
+  char ratio[16] = "N/A";
+  if (qcoll_sec > 0 && t.sec > 0) {
+    snprintf(ratio, sizeof ratio, "%6.2f", t.sec / qcoll_sec);
+    b->log_ratio_sum += log(t.sec / qcoll_sec);
+    b->ratio_count++;
+  }
+  if (b->rank == 0) {
+    char ts[32];
+    format_time(t.sec * 1e6, 9, ts, sizeof ts);
+    printf("  %9s  %10.2f  %6s", ts, busbw, ratio);
   }
 }
 
@@ -532,8 +719,9 @@ static void run_row(bench_t *b, size_t bytes, qcoll_dtype_t dt, qcoll_op_t op) {
   if (b->rank == 0)
     printf("%12zu  %12zu  %8s  %6s  %6d", call.shape.bytes, call.shape.count,
            qcoll_dtype_name(dt), o->coll->has_op ? qcoll_op_name(op) : "none", call.root);
-  run_placement(b, &call, false);
+  double out_of_place = run_placement(b, &call, false);
   run_placement(b, &call, true);
+  if (b->nccl) run_nccl(b, &call, out_of_place);
   if (b->rank == 0) {
     printf("\n");
     fflush(stdout);
@@ -546,7 +734,23 @@ typedef struct rank_info {
   char host[64];
   int32_t pid;
   int32_t device;
+  char gpu[96];
 } rank_info_t;
+
+static void print_columns(const bench_t *b) {
+  bool nccl = b->nccl != NULL;
+  printf("# %72s%31s", "out-of-place", "in-place");
+  if (nccl) printf("%31s", "nccl (out-of-place)");
+  printf("\n");
+  printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s", "size", "count",
+         "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
+         "#wrong");
+  if (nccl) printf("  %9s  %10s  %6s", "nccl_time", "nccl_busbw", "ratio");
+  printf("\n# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s", "(B)",
+         "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+  if (nccl) printf("  %9s  %10s  %6s", "(us)", "(GB/s)", "(x)");
+  printf("\n");
+}
 
 static void print_header(bench_t *b) {
   const perf_opts_t *o = b->opt;
@@ -557,6 +761,7 @@ static void print_header(bench_t *b) {
   int dev = QCOLL_DEVICE_NONE;
   qcoll_comm_device(b->comm, &dev);
   me.device = dev;
+  if (o->mem == PERF_MEM_GPU) perf_gpu_describe(me.gpu, sizeof me.gpu);
   die_on_status(b, qcoll_all_gather(&me, all, sizeof me, QCOLL_U8, b->comm, NULL),
                 "qcoll_all_gather of the rank table");
   if (b->rank == 0) {
@@ -576,24 +781,54 @@ static void print_header(bench_t *b) {
     if (o->coll->id == PERF_ALL_REDUCE)
       printf("  algo: %s  quant: %s", qcoll_algo_name(o->algo),
              qcoll_quant_name(b->quant_effective));
-    printf("\n#\n# Using ranks\n");
+    printf("  timing: %s\n", o->mem == PERF_MEM_HOST ? "wall clock"
+                             : o->graph_launches > 0 ? "CUDA events around graph launches"
+                                                     : "CUDA events on the stream");
+    if (b->nccl)
+      printf("#  NCCL %s on the same buffers, out of place; "
+             "ratio = nccl_time / qcoll out-of-place time (> 1: qcoll is faster)\n",
+             perf_nccl_describe(b->nccl));
+    else if (o->vs_nccl)
+      printf("# NCCL refused: %s; going on without the NCCL columns\n", b->nccl_refused);
+    printf("#\n# Using ranks\n");
     for (int r = 0; r < b->nranks; r++) {
       all[r].host[sizeof all[r].host - 1] = 0;
+      all[r].gpu[sizeof all[r].gpu - 1] = 0;
       printf("#  Rank %3d  Pid %7d  on %16s  ", r, (int)all[r].pid, all[r].host);
-      if (all[r].device >= 0) printf("device %d\n", (int)all[r].device);
+      if (all[r].device >= 0) printf("device %d  %s\n", (int)all[r].device, all[r].gpu);
       else printf("host memory\n");
     }
     printf("#\n");
-    printf("# %72s%31s\n", "out-of-place", "in-place");
-    printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size",
-           "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time",
-           "algbw", "busbw", "#wrong");
-    printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)",
-           "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)",
-           "");
+    print_columns(b);
     fflush(stdout);
   }
   free(all);
+}
+
+static void print_footer(const bench_t *b) {
+  const perf_opts_t *o = b->opt;
+  if (o->check)
+    printf("# Out of bounds values : %lld %s\n", (long long)b->total_wrong,
+           b->total_wrong ? "FAILED" : "OK");
+  else
+    printf("# Out of bounds values : N/A (not checked, -c 0)\n");
+  printf("# Avg bus bandwidth    : %g\n", b->bw_count ? b->bw_sum / b->bw_count : 0.0);
+  if (b->tolerance_used)
+    printf("# Max abs error        : %g (quantised transfer %s; allowed %g)\n", b->max_err,
+           qcoll_quant_name(b->quant_effective), b->max_tol);
+  if (b->nccl) {
+    printf("# Avg NCCL bus bandwidth : %g\n",
+           b->nccl_bw_count ? b->nccl_bw_sum / b->nccl_bw_count : 0.0);
+    if (b->ratio_count)
+      printf("# Geomean ratio        : %.3f (nccl_time / qcoll_time over %d rows)\n",
+             exp(b->log_ratio_sum / b->ratio_count), b->ratio_count);
+  }
+  for (int e = 0; e < ENGINE_COUNT; e++)
+    if (b->not_captured[e])
+      printf("# Not captured         : %d placement(s) of %s (nograph): %s\n", b->not_captured[e],
+             engine_name[e], b->capture_refusal[e]);
+  printf("#\n");
+  fflush(stdout);
 }
 
 /* ---- setup ------------------------------------------------------------------ */
@@ -611,6 +846,18 @@ static qcoll_status_t init_comm(qcoll_comm_t *comm, const qcoll_config_t *cfg) {
   return qcoll_comm_init_rank(comm, 1, &id, 0, cfg);
 }
 
+/* This process's index among the ranks of its host, as the launchers
+ * qcoll_comm_init_env() knows set it; 0 when run alone. */
+static int local_rank_from_env(void) {
+  static const char *vars[] = {"QCOLL_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                               "SLURM_LOCALID"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    const char *v = getenv(vars[i]);
+    if (v && *v) return atoi(v);
+  }
+  return 0;
+}
+
 /* The quantisation the library will apply: -q, else QCOLL_QUANT. */
 static qcoll_quant_t effective_quant(const perf_opts_t *o) {
   if (o->quant != QCOLL_QUANT_DEFAULT) return o->quant;
@@ -621,13 +868,24 @@ static qcoll_quant_t effective_quant(const perf_opts_t *o) {
   return QCOLL_QUANT_NONE;
 }
 
+/* GPU memory: the communicator must have taken the device this rank
+ * selected, or every collective on these buffers would be refused. */
+static void check_device(bench_t *b) {
+  if (b->opt->mem != PERF_MEM_GPU) return;
+  int comm_dev = QCOLL_DEVICE_NONE, mine = perf_current_device();
+  qcoll_comm_device(b->comm, &comm_dev);
+  if (comm_dev != mine)
+    die(b, "the communicator took device %d, but this rank selected device %d (local rank %d) "
+        "for its buffers", comm_dev, mine, b->local_rank);
+}
+
 int main(int argc, char **argv) {
   perf_opts_t opt;
   parse_options(argc, argv, &opt);
   bench_t b = {.opt = &opt, .quant_effective = effective_quant(&opt)};
 
-  const char *local = getenv("QCOLL_LOCAL_RANK");
-  b.local_rank = local ? atoi(local) : 0;
+  /* The device first: the communicator takes the one current at init. */
+  b.local_rank = local_rank_from_env();
   const char *why = NULL;
   if (perf_mem_setup(opt.mem, b.local_rank, &why) != 0) input_error("%s", why);
 
@@ -642,6 +900,7 @@ int main(int argc, char **argv) {
   }
   qcoll_comm_rank(b.comm, &b.rank);
   qcoll_comm_size(b.comm, &b.nranks);
+  check_device(&b);
 
   /* Checks that need the world size: every rank decides alike. */
   if (opt.coll->has_root && opt.root >= b.nranks) {
@@ -658,7 +917,14 @@ int main(int argc, char **argv) {
   if (!sizes) die(&b, "out of memory");
   if (perf_buf_alloc(&b.send, opt.mem, opt.max_bytes) != 0 ||
       perf_buf_alloc(&b.recv, opt.mem, opt.max_bytes) != 0)
-    die(&b, "cannot allocate two buffers of %zu bytes", opt.max_bytes);
+    die(&b, "cannot allocate two buffers of %zu bytes%s%s", opt.max_bytes,
+        opt.mem == PERF_MEM_GPU ? ": " : "", opt.mem == PERF_MEM_GPU ? perf_gpu_error() : "");
+  if (perf_stream_create(opt.mem, &b.stream) != 0)
+    die(&b, "cannot create a stream: %s", perf_gpu_error());
+  if (perf_timer_init(&b.timer, opt.mem) != 0)
+    die(&b, "cannot create the timer's events: %s", perf_gpu_error());
+  if (opt.vs_nccl)
+    b.nccl = perf_nccl_start(b.comm, b.rank, b.nranks, b.nccl_refused, sizeof b.nccl_refused);
 
   print_header(&b);
   int n_ops = opt.coll->has_op ? opt.n_ops : 1;
@@ -678,16 +944,10 @@ int main(int argc, char **argv) {
     }
   }
 
-  if (b.rank == 0) {
-    if (opt.check)
-      printf("# Out of bounds values : %lld %s\n", (long long)b.total_wrong,
-             b.total_wrong ? "FAILED" : "OK");
-    else
-      printf("# Out of bounds values : N/A (not checked, -c 0)\n");
-    printf("# Avg bus bandwidth    : %g\n", b.bw_count ? b.bw_sum / b.bw_count : 0.0);
-    printf("#\n");
-    fflush(stdout);
-  }
+  if (b.rank == 0) print_footer(&b);
+  perf_nccl_stop(b.nccl);
+  perf_timer_destroy(&b.timer);
+  perf_stream_destroy(opt.mem, b.stream);
   perf_buf_free(&b.send);
   perf_buf_free(&b.recv);
   free(sizes);
