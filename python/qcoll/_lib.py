@@ -22,7 +22,7 @@ import os
 import threading
 from pathlib import Path
 
-from ._errors import LibraryNotFoundError
+from ._errors import LibraryNotFoundError, UnsupportedError
 
 QCOLL_UNIQUE_ID_BYTES = 128
 QCOLL_DEVICE_CURRENT = -1
@@ -102,7 +102,12 @@ _SIGNATURES = {
         [_ptr, _ptr, _size, _int, _int, _comm, _ptr, ctypes.POINTER(AllReduceOptionsStruct)],
     ),
     "qcoll_env_describe": (_status, [_int, _str_p, _str_p, _str_p]),
+    "qcoll_selection_table_format": (_status, [ctypes.c_char_p, _size, ctypes.POINTER(_size)]),
 }
+
+# Without these a file is not taken for libqcoll at all; any other missing
+# function (a library built from older sources) fails only when called.
+_REQUIRED = ("qcoll_get_version", "qcoll_comm_init_rank", "qcoll_all_reduce")
 
 _lock = threading.Lock()
 _lib = None
@@ -149,9 +154,22 @@ def _candidates():
     return out
 
 
-def _declare(lib):
+def _missing_function(path, name):
+    def missing(*args):
+        raise UnsupportedError(f"{path} has no {name}: it was built from older sources; "
+                               f"rebuild libqcoll")
+    return missing
+
+
+def _declare(lib, path):
+    for name in _REQUIRED:
+        getattr(lib, name)  # AttributeError: not a qcoll library
     for name, (restype, argtypes) in _SIGNATURES.items():
-        fn = getattr(lib, name)
+        try:
+            fn = getattr(lib, name)
+        except AttributeError:
+            setattr(lib, name, _missing_function(path, name))
+            continue
         fn.restype = restype
         fn.argtypes = argtypes
 
@@ -168,7 +186,7 @@ def _load():
             tried.append(f"  {where}: {path} ({e})")
             continue
         try:
-            _declare(lib)
+            _declare(lib, path)
         except AttributeError as e:
             tried.append(f"  {where}: {path} (not a complete qcoll library: {e})")
             continue

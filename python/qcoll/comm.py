@@ -1,0 +1,579 @@
+"""Communicators and collectives over the C library.
+
+A Comm wraps one qcoll_comm_t.  Collectives take array objects (numpy
+arrays, torch tensors, CUDA array interface and DLPack objects); host
+buffers run synchronously on the host back end, CUDA buffers are enqueued
+on a stream: the one passed as ``stream=``, else the current torch stream
+of the tensor's own device (or the stream a CUDA-array-interface producer
+names).  Without an output argument a collective works in place where that
+is meaningful (all_reduce, reduce, broadcast, all_to_all) and allocates the
+output otherwise (all_gather, reduce_scatter).  Every collective returns its
+output.
+"""
+
+import ctypes
+import datetime
+import threading
+
+from . import _errors
+from ._buffer import as_buffer, default_stream, stream_handle
+from ._errors import InvalidArgumentError, InvalidUsageError, make_error
+from ._lib import (QCOLL_DEVICE_CURRENT, QCOLL_DEVICE_NONE, QCOLL_UNIQUE_ID_BYTES,
+                   AllReduceOptionsStruct, ConfigStruct, UniqueIdStruct, decode, lib)
+from ._types import SUPPORTED_DTYPES, Dtype, as_algo, as_op, as_quant
+
+# ---- status handling ---------------------------------------------------------
+
+
+def _raise(status, handle=None):
+    """Raise the exception of a failed call, with the library's message."""
+    L = lib()
+    message = decode(L.qcoll_last_error())
+    if not message and handle:
+        message = decode(L.qcoll_comm_last_error(handle))
+    name = decode(L.qcoll_status_string(status))
+    raise make_error(status, message or name, status_name=name)
+
+
+def _check(status, handle=None):
+    if status != _errors.OK:
+        _raise(status, handle)
+
+
+def status_string(status):
+    """The library's short description of a qcoll_status_t value."""
+    return decode(lib().qcoll_status_string(int(status)))
+
+
+# ---- module-level helpers ------------------------------------------------------
+
+
+def version():
+    """The library's run-time version as (major, minor, patch)."""
+    v = ctypes.c_int()
+    _check(lib().qcoll_get_version(ctypes.byref(v)))
+    return (v.value // 10000, v.value // 100 % 100, v.value % 100)
+
+
+def dtype_size(dtype):
+    """Bytes per element of a qcoll dtype, as the library reports it."""
+    return int(lib().qcoll_dtype_size(int(dtype)))
+
+
+def env_table():
+    """The library's QCOLL_* configuration variables: a list of
+    (name, default, description)."""
+    out, i = [], 0
+    name, default, doc = ctypes.c_char_p(), ctypes.c_char_p(), ctypes.c_char_p()
+    while lib().qcoll_env_describe(i, ctypes.byref(name), ctypes.byref(default),
+                                   ctypes.byref(doc)) == _errors.OK:
+        out.append((decode(name.value), decode(default.value), decode(doc.value)))
+        i += 1
+    return out
+
+
+def selection_table():
+    """The library's algorithm selection table (which path serves which
+    call, with the thresholds in force), as text."""
+    needed = ctypes.c_size_t()
+    lib().qcoll_selection_table_format(None, 0, ctypes.byref(needed))
+    buf = ctypes.create_string_buffer(max(needed.value, 1))
+    _check(lib().qcoll_selection_table_format(buf, len(buf), None))
+    return buf.value.decode("utf-8", "replace")
+
+
+def get_unique_id():
+    """A new unique id (128 bytes).  This starts the rendezvous service in
+    the calling process, which must live until every rank has joined."""
+    uid = UniqueIdStruct()
+    _check(lib().qcoll_get_unique_id(ctypes.byref(uid)))
+    return bytes(uid.bytes)
+
+
+def unique_id_to_hex(unique_id):
+    """The hex form (256 lowercase digits) of a unique id, as QCOLL_UNIQUE_ID
+    carries it."""
+    uid = _unique_id_struct(unique_id)
+    out = ctypes.create_string_buffer(2 * QCOLL_UNIQUE_ID_BYTES + 1)
+    _check(lib().qcoll_unique_id_to_hex(ctypes.byref(uid), out))
+    return out.value.decode("ascii")
+
+
+def unique_id_from_hex(text):
+    """Parse the hex form of a unique id back into bytes."""
+    uid = UniqueIdStruct()
+    _check(lib().qcoll_unique_id_from_hex(str(text).encode("ascii", "replace"),
+                                          ctypes.byref(uid)))
+    return bytes(uid.bytes)
+
+
+def _unique_id_struct(unique_id):
+    if isinstance(unique_id, str):
+        return UniqueIdStruct.from_buffer_copy(unique_id_from_hex(unique_id))
+    try:
+        if isinstance(unique_id, int):  # bytes(n) would make n zero bytes
+            raise TypeError
+        raw = bytes(unique_id)
+    except TypeError:
+        raise InvalidArgumentError(
+            f"unique_id must be bytes (from qcoll.get_unique_id()) or its hex "
+            f"string, not {type(unique_id).__name__}") from None
+    if len(raw) != QCOLL_UNIQUE_ID_BYTES:
+        raise InvalidArgumentError(
+            f"unique_id has {len(raw)} bytes; a qcoll unique id has "
+            f"{QCOLL_UNIQUE_ID_BYTES}")
+    return UniqueIdStruct.from_buffer_copy(raw)
+
+
+def _device_arg(device):
+    """The config's device field from None (the CUDA device current at init,
+    if any), "cpu"/"none" (host only), an index, "cuda:N" or a
+    torch.device.  A CUDA device without an index is refused rather than
+    guessed."""
+    if device is None:
+        return QCOLL_DEVICE_CURRENT
+    if isinstance(device, bool):
+        raise InvalidArgumentError(f"device {device!r} is not a device")
+    if isinstance(device, int):
+        return device
+    text = str(device).strip().lower()  # torch.device prints as "cuda:1" / "cpu"
+    if text in ("cpu", "none", "host"):
+        return QCOLL_DEVICE_NONE
+    if text == "current":
+        return QCOLL_DEVICE_CURRENT
+    if text.startswith("cuda:") and text[5:].isdigit():
+        return int(text[5:])
+    raise InvalidArgumentError(
+        f"device {device!r} is not a device: pass an index, 'cuda:N', 'cpu' or "
+        f"None (the CUDA device current at init)")
+
+
+def _timeout_seconds(timeout):
+    if timeout is None:
+        return 0.0
+    if isinstance(timeout, datetime.timedelta):
+        timeout = timeout.total_seconds()
+    timeout = float(timeout)
+    if timeout <= 0:
+        raise InvalidArgumentError(f"timeout {timeout} s must be positive")
+    return timeout
+
+
+def _config(device, timeout, host_id):
+    cfg = ConfigStruct()
+    _check(lib().qcoll_config_init(ctypes.byref(cfg)))
+    cfg.device = _device_arg(device)
+    cfg.timeout_s = _timeout_seconds(timeout)
+    host = None
+    if host_id is not None:
+        host = str(host_id).encode()
+        cfg.host_id = host
+    return cfg, host
+
+
+# ---- operands ------------------------------------------------------------------
+
+
+def _empty_like(buf, shape, what):
+    """A new output of ``shape`` with buf's dtype, on buf's device."""
+    if buf.kind == "torch":
+        t = buf.obj
+        import torch
+        return torch.empty(shape, dtype=t.dtype, device=t.device)
+    if buf.kind in ("numpy", "array_interface", "buffer"):
+        import numpy
+        return numpy.empty(shape, dtype=numpy.asarray(buf.obj).dtype)
+    raise InvalidArgumentError(
+        f"{what}: cannot allocate an output for a {buf.kind} input; pass recvbuf")
+
+
+def _copy_of(buf, what):
+    if buf.kind == "torch":
+        return buf.obj.clone()
+    if buf.kind in ("numpy", "array_interface", "buffer"):
+        import numpy
+        return numpy.array(numpy.asarray(buf.obj), copy=True)
+    raise InvalidArgumentError(
+        f"{what}: cannot run in place on a {buf.kind} buffer; pass recvbuf")
+
+
+def _element_type(what, bufs, reducing):
+    """The qcoll dtype and element size shared by ``bufs`` (name, Buffer).
+    Types qcoll cannot reduce are moved as bytes by the collectives that do
+    not reduce."""
+    first_name, first = bufs[0]
+    for name, b in bufs[1:]:
+        if b.dtype_name != first.dtype_name:
+            raise InvalidArgumentError(
+                f"{what}: {first_name} is {first.dtype_name} but {name} is "
+                f"{b.dtype_name}; both must have the same dtype")
+    if first.dtype is not None:
+        return first.dtype, first.itemsize
+    if reducing:
+        raise InvalidArgumentError(
+            f"{what}: {first_name} has dtype {first.dtype_name}, which qcoll cannot "
+            f"reduce; qcoll reduces {SUPPORTED_DTYPES}")
+    return Dtype.UINT8, 1
+
+
+def _writable(what, name, buf):
+    if buf.readonly:
+        raise InvalidArgumentError(f"{what}: {name} is read-only ({buf.describe()})")
+
+
+def _same_size(what, a_name, a, b_name, b, factor=1):
+    if a.nbytes != b.nbytes * factor:
+        times = f"{factor} x " if factor != 1 else ""
+        raise InvalidArgumentError(
+            f"{what}: {a_name} holds {a.count} elements ({a.describe()}) but must "
+            f"hold {times}the {b.count} elements of {b_name} ({b.describe()})")
+
+
+class _Operands:
+    """Operands of one call: buffers, the element type, the stream."""
+
+    def __init__(self, what, stream, reducing, **named):
+        self.what = what
+        explicit = stream_handle(stream)
+        self.bufs = {}
+        for name, obj in named.items():
+            if obj is not None:
+                self.bufs[name] = as_buffer(obj, what, name, explicit)
+        present = list(self.bufs.items())
+        if not present:
+            raise InvalidArgumentError(f"{what}: no buffer given")
+        self.dtype, self.elem = _element_type(what, present, reducing)
+        if explicit is not None:
+            self.stream = explicit
+        else:
+            self.stream = None
+            for b in self.bufs.values():
+                if b.is_cuda:
+                    self.stream = default_stream(b)
+                    break
+
+    def __getitem__(self, name):
+        return self.bufs.get(name)
+
+    def ptr(self, name):
+        b = self.bufs.get(name)
+        return b.ptr if b is not None else None
+
+    def count(self, name):
+        return self.bufs[name].nbytes // self.elem
+
+
+# ---- the communicator ------------------------------------------------------------
+
+
+class Comm:
+    """One rank's qcoll communicator.
+
+    Create it with Comm.init_rank() or Comm.from_env(); use it as a context
+    manager or call destroy() when done (destroy waits for the other ranks
+    to destroy too, within the deadline).  One thread at a time may use a
+    communicator; abort() may be called from any thread at any time.
+    """
+
+    def __init__(self, handle, host_id=None):
+        self._handle = handle
+        self._host_id = host_id  # keeps the string the config pointed at alive
+        self._lock = threading.Lock()
+        self._rank = self._query("qcoll_comm_rank")
+        self._size = self._query("qcoll_comm_size")
+        device = self._query("qcoll_comm_device")
+        self._device = None if device == QCOLL_DEVICE_NONE else device
+
+    # -- creation ------------------------------------------------------------
+
+    @classmethod
+    def init_rank(cls, nranks, unique_id, rank, device=None, timeout=None, host_id=None):
+        """Join an ``nranks``-rank communicator as ``rank``, rendezvousing
+        through ``unique_id`` (bytes from qcoll.get_unique_id() or its hex).
+        ``device``: a CUDA index, 'cuda:N', a torch.device, 'cpu' (host
+        only) or None (the CUDA device current now, if any).  ``timeout``:
+        the deadline of every wait, in seconds or as a timedelta (None:
+        QCOLL_TIMEOUT)."""
+        uid = _unique_id_struct(unique_id)
+        cfg, host = _config(device, timeout, host_id)
+        handle = ctypes.c_void_p()
+        _check(lib().qcoll_comm_init_rank(ctypes.byref(handle), int(nranks), ctypes.byref(uid),
+                                          int(rank), ctypes.byref(cfg)))
+        return cls(handle.value, host)
+
+    @classmethod
+    def from_env(cls, device=None, timeout=None, host_id=None):
+        """Create the communicator a launcher described in the environment
+        (qcoll-run, torchrun, Open MPI, Slurm)."""
+        cfg, host = _config(device, timeout, host_id)
+        handle = ctypes.c_void_p()
+        _check(lib().qcoll_comm_init_env(ctypes.byref(handle), ctypes.byref(cfg)))
+        return cls(handle.value, host)
+
+    # -- properties ------------------------------------------------------------
+
+    def _query(self, fn):
+        out = ctypes.c_int()
+        _check(getattr(lib(), fn)(self._handle, ctypes.byref(out)), self._handle)
+        return out.value
+
+    @property
+    def rank(self):
+        return self._rank
+
+    @property
+    def size(self):
+        return self._size
+
+    @property
+    def device(self):
+        """The communicator's CUDA device index, or None for host only."""
+        return self._device
+
+    @property
+    def handle(self):
+        """The qcoll_comm_t as an int (None once destroyed)."""
+        return self._handle
+
+    @property
+    def closed(self):
+        return self._handle is None
+
+    @property
+    def last_error(self):
+        """The library's reason for the last failure on this communicator."""
+        if self._handle is None:
+            return ""
+        return decode(lib().qcoll_comm_last_error(self._handle))
+
+    def async_error(self):
+        """The error raised by asynchronous (GPU) work, as an exception
+        object, or None when nothing went wrong."""
+        h = self._live("async_error")
+        st = ctypes.c_int()
+        _check(lib().qcoll_comm_get_async_error(h, ctypes.byref(st)), h)
+        if st.value == _errors.OK:
+            return None
+        name = decode(lib().qcoll_status_string(st.value))
+        return make_error(st.value, self.last_error or name, status_name=name)
+
+    def __repr__(self):
+        if self._handle is None:
+            return "<qcoll.Comm destroyed>"
+        dev = "host" if self._device is None else f"cuda:{self._device}"
+        return f"<qcoll.Comm rank {self._rank} of {self._size} on {dev}>"
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def _live(self, what):
+        h = self._handle
+        if h is None:
+            raise InvalidUsageError(f"qcoll.Comm.{what}: the communicator was destroyed")
+        return h
+
+    def destroy(self):
+        """Free the communicator after the other ranks reach destroy too.
+        Calling it again does nothing."""
+        with self._lock:
+            h, self._handle = self._handle, None
+            if h is not None:
+                _check(lib().qcoll_comm_destroy(h))
+
+    def abort(self):
+        """Make every wait on this communicator, in any thread, fail at once
+        with AbortedError (peers see PeerFailureError).  destroy() still
+        frees it.  Never blocks."""
+        h = self._handle
+        if h is not None:
+            _check(lib().qcoll_comm_abort(h), h)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.destroy()
+            return False
+        # A rank leaving on an exception aborts first so that peers stuck in
+        # a collective with it fail promptly instead of waiting out the
+        # deadline; the original exception is the one that propagates.
+        try:
+            self.abort()
+            self.destroy()
+        except _errors.QcollError:
+            pass
+        return False
+
+    # -- collectives -------------------------------------------------------------
+
+    def _run(self, fn, *args):
+        """Call collective ``fn`` with ``args`` (its arguments but the
+        communicator, which every collective takes just before the stream,
+        its last argument)."""
+        with self._lock:
+            h = self._live(fn)
+            _check(getattr(lib(), fn)(*args[:-1], h, args[-1]), h)
+
+    def all_reduce(self, sendbuf, recvbuf=None, op="sum", stream=None):
+        """recvbuf = op over ranks of sendbuf (in place without recvbuf)."""
+        what = "qcoll.Comm.all_reduce"
+        ops = _Operands(what, stream, True, sendbuf=sendbuf, recvbuf=recvbuf)
+        out = self._reduce_out(ops, what)
+        self._run("qcoll_all_reduce", ops.ptr("sendbuf"), out.ptr, ops.count("sendbuf"),
+                  int(ops.dtype), int(as_op(op)), ops.stream)
+        return recvbuf if recvbuf is not None else sendbuf
+
+    def all_reduce_ex(self, sendbuf, recvbuf=None, op="sum", algo="auto", quant=None,
+                      stream=None):
+        """all_reduce with a forced algorithm ('auto', 'host', 'oneshot',
+        'twoshot', 'nccl') and quantisation (None/'default', 'none'/'fp',
+        'fp8', 'int8', 'int6', 'int4')."""
+        what = "qcoll.Comm.all_reduce_ex"
+        ops = _Operands(what, stream, True, sendbuf=sendbuf, recvbuf=recvbuf)
+        out = self._reduce_out(ops, what)
+        opts = AllReduceOptionsStruct()
+        _check(lib().qcoll_all_reduce_options_init(ctypes.byref(opts)))
+        opts.algo = int(as_algo(algo))
+        opts.quant = int(as_quant(quant))
+        with self._lock:
+            h = self._live("all_reduce_ex")
+            _check(lib().qcoll_all_reduce_ex(ops.ptr("sendbuf"), out.ptr, ops.count("sendbuf"),
+                                             int(ops.dtype), int(as_op(op)), h, ops.stream,
+                                             ctypes.byref(opts)), h)
+        return recvbuf if recvbuf is not None else sendbuf
+
+    def _reduce_out(self, ops, what):
+        send = ops["sendbuf"]
+        if send is None:
+            raise InvalidArgumentError(f"{what}: sendbuf is required")
+        out = ops["recvbuf"] or send
+        _writable(what, "recvbuf" if ops["recvbuf"] else "sendbuf", out)
+        _same_size(what, "recvbuf", out, "sendbuf", send)
+        return out
+
+    def reduce(self, sendbuf, recvbuf=None, op="sum", root=0, stream=None):
+        """root's recvbuf = op over ranks of sendbuf (root's sendbuf in place
+        without recvbuf; other ranks' buffers are left alone)."""
+        what = "qcoll.Comm.reduce"
+        ops = _Operands(what, stream, True, sendbuf=sendbuf, recvbuf=recvbuf)
+        send = ops["sendbuf"]
+        if send is None:
+            raise InvalidArgumentError(f"{what}: sendbuf is required")
+        out_ptr = None
+        if self._rank == root:
+            out = ops["recvbuf"] or send
+            _writable(what, "recvbuf", out)
+            _same_size(what, "recvbuf", out, "sendbuf", send)
+            out_ptr = out.ptr
+        elif ops["recvbuf"] is not None:
+            out_ptr = ops["recvbuf"].ptr
+        self._run("qcoll_reduce", send.ptr, out_ptr, ops.count("sendbuf"), int(ops.dtype),
+                  int(as_op(op)), int(root), ops.stream)
+        return recvbuf if recvbuf is not None else sendbuf
+
+    def broadcast(self, buf, recvbuf=None, root=0, stream=None):
+        """Copy root's ``buf`` into every rank's ``recvbuf`` (into ``buf``
+        itself without recvbuf).  On other ranks ``buf`` may be None when
+        recvbuf is given."""
+        what = "qcoll.Comm.broadcast"
+        ops = _Operands(what, stream, False, buf=buf, recvbuf=recvbuf)
+        out = ops["recvbuf"] or ops["buf"]
+        _writable(what, "recvbuf" if ops["recvbuf"] else "buf", out)
+        if self._rank == root:
+            if ops["buf"] is None:
+                raise InvalidArgumentError(f"{what}: root {root} must pass the data in buf")
+            _same_size(what, "recvbuf", out, "buf", ops["buf"])
+        count = out.nbytes // ops.elem
+        self._run("qcoll_broadcast", ops.ptr("buf"), out.ptr, count, int(ops.dtype), int(root),
+                  ops.stream)
+        return recvbuf if recvbuf is not None else buf
+
+    def all_gather(self, sendbuf, recvbuf=None, stream=None):
+        """recvbuf[r] = sendbuf of rank r.  Without recvbuf a new array of
+        shape (size, *sendbuf.shape) is returned."""
+        what = "qcoll.Comm.all_gather"
+        if recvbuf is None:
+            send = as_buffer(sendbuf, what, "sendbuf")
+            recvbuf = _empty_like(send, (self._size,) + tuple(send.shape), what)
+        ops = _Operands(what, stream, False, sendbuf=sendbuf, recvbuf=recvbuf)
+        _writable(what, "recvbuf", ops["recvbuf"])
+        _same_size(what, "recvbuf", ops["recvbuf"], "sendbuf", ops["sendbuf"], self._size)
+        self._run("qcoll_all_gather", ops.ptr("sendbuf"), ops.ptr("recvbuf"),
+                  ops.count("sendbuf"), int(ops.dtype), ops.stream)
+        return recvbuf
+
+    def reduce_scatter(self, sendbuf, recvbuf=None, op="sum", stream=None):
+        """recvbuf = op over ranks of block ``rank`` of sendbuf (sendbuf
+        holds size blocks).  Without recvbuf a new array is returned: of
+        shape sendbuf.shape[1:] when sendbuf is (size, ...) with two or more
+        dimensions, else flat."""
+        what = "qcoll.Comm.reduce_scatter"
+        if recvbuf is None:
+            send = as_buffer(sendbuf, what, "sendbuf")
+            if send.count % self._size:
+                raise InvalidArgumentError(
+                    f"{what}: sendbuf holds {send.count} elements, not a multiple of "
+                    f"the {self._size} ranks")
+            shape = tuple(send.shape)
+            if len(shape) >= 2 and shape[0] == self._size:
+                out_shape = shape[1:]
+            else:
+                out_shape = (send.count // self._size,)
+            recvbuf = _empty_like(send, out_shape, what)
+        ops = _Operands(what, stream, True, sendbuf=sendbuf, recvbuf=recvbuf)
+        _writable(what, "recvbuf", ops["recvbuf"])
+        _same_size(what, "sendbuf", ops["sendbuf"], "recvbuf", ops["recvbuf"], self._size)
+        self._run("qcoll_reduce_scatter", ops.ptr("sendbuf"), ops.ptr("recvbuf"),
+                  ops.count("recvbuf"), int(ops.dtype), int(as_op(op)), ops.stream)
+        return recvbuf
+
+    def all_to_all(self, sendbuf, recvbuf=None, stream=None):
+        """Block r of recvbuf = block ``rank`` of rank r's sendbuf (both hold
+        size equal blocks).  Without recvbuf the exchange happens in place
+        in sendbuf (through a temporary copy)."""
+        what = "qcoll.Comm.all_to_all"
+        in_place = recvbuf is None
+        if in_place:
+            recvbuf = sendbuf
+            sendbuf = _copy_of(as_buffer(sendbuf, what, "sendbuf"), what)
+        ops = _Operands(what, stream, False, sendbuf=sendbuf, recvbuf=recvbuf)
+        send = ops["sendbuf"]
+        _writable(what, "recvbuf", ops["recvbuf"])
+        _same_size(what, "recvbuf", ops["recvbuf"], "sendbuf", send)
+        total = ops.count("sendbuf")
+        if total % self._size:
+            raise InvalidArgumentError(
+                f"{what}: sendbuf holds {total} elements, not a multiple of the "
+                f"{self._size} ranks")
+        self._run("qcoll_all_to_all", send.ptr, ops.ptr("recvbuf"), total // self._size,
+                  int(ops.dtype), ops.stream)
+        return recvbuf
+
+    def send(self, buf, peer, stream=None):
+        """Send ``buf`` to rank ``peer`` (which receives the same count and
+        dtype)."""
+        ops = _Operands("qcoll.Comm.send", stream, False, buf=buf)
+        self._run("qcoll_send", ops.ptr("buf"), ops.count("buf"), int(ops.dtype), int(peer),
+                  ops.stream)
+        return buf
+
+    def recv(self, buf, peer, stream=None):
+        """Receive into ``buf`` from rank ``peer``."""
+        what = "qcoll.Comm.recv"
+        ops = _Operands(what, stream, False, buf=buf)
+        _writable(what, "buf", ops["buf"])
+        self._run("qcoll_recv", ops.ptr("buf"), ops.count("buf"), int(ops.dtype), int(peer),
+                  ops.stream)
+        return buf
+
+    def barrier(self, stream=None):
+        """Wait until every rank has entered the barrier; with a stream on a
+        GPU communicator the barrier is also ordered on that stream."""
+        s = stream_handle(stream)
+        with self._lock:
+            h = self._live("barrier")
+            _check(lib().qcoll_barrier(h, s), h)
+
+
+__all__ = ["Comm", "get_unique_id", "unique_id_to_hex", "unique_id_from_hex", "version",
+           "dtype_size", "env_table", "selection_table", "status_string"]
