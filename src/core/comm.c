@@ -513,6 +513,10 @@ qcoll_status_t qcoll_comm_abort(qcoll_comm_t comm) {
   int prev = atomic_exchange(&comm->state, QCOLL_COMM_ABORTED);
   if (prev == QCOLL_COMM_ABORTED) return QCOLL_OK;
   QLOG_WARN(comm, INIT, "communicator aborted");
+#ifdef QCOLL_HAVE_CUDA
+  /* A store to host-mapped memory: kernels waiting on peers stop. */
+  if (comm->cuda) qcoll__cuda_signal_abort(comm);
+#endif
   if (comm->shm) qcoll__shm_signal_abort(comm);
   if (comm->bootstrap) qcoll__bootstrap_abort(comm->bootstrap);
   return QCOLL_OK;
@@ -548,6 +552,8 @@ qcoll_status_t qcoll_comm_get_async_error(qcoll_comm_t comm,
 #endif
   if (comm->nccl && comm->async_error == QCOLL_OK)
     comm->async_error = qcoll__nccl_poll_async_error(comm);
+  /* Work that failed on the device leaves the protocol half done. */
+  if (comm->async_error != QCOLL_OK) qcoll__comm_mark_broken(comm);
   *status = comm->async_error;
   return QCOLL_OK;
 }

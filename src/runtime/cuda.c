@@ -7,7 +7,11 @@
  * Nothing here remembers a device: every answer is asked of the driver when
  * needed.
  */
+#ifdef QCOLL_HAVE_CUDA /* the whole file: CUDA builds only */
+
+#include <cuda.h> /* driver types only: entry points come through cudart */
 #include <cuda_runtime_api.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "runtime.h"
@@ -38,9 +42,27 @@ static qcoll_status_t cuda_set_device(int dev) {
                       dev, cudaGetErrorName(err), cudaGetErrorString(err));
 }
 
+/* Queries run in relaxed capture mode: core asks them while the caller's
+ * stream may be capturing a graph, and a query must neither fail nor
+ * invalidate that capture. */
+static enum cudaStreamCaptureMode relaxed_begin(void) {
+  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) {
+    (void)cudaGetLastError();
+    mode = cudaStreamCaptureModeRelaxed;
+  }
+  return mode;
+}
+static void relaxed_end(enum cudaStreamCaptureMode mode) {
+  if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess)
+    (void)cudaGetLastError();
+}
+
 static qcoll_status_t cuda_pointer_device(const void *ptr, int *dev) {
   struct cudaPointerAttributes attr;
+  enum cudaStreamCaptureMode mode = relaxed_begin();
   cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
+  relaxed_end(mode);
   if (err == cudaErrorInvalidValue) {
     /* A pointer the driver does not know: plain host memory.  The failed
      * query leaves a (non-sticky) error behind; clear it so the caller's
@@ -70,12 +92,98 @@ static bool is_default_stream(void *stream) {
          stream == (void *)cudaStreamPerThread;
 }
 
+/* cudaStreamGetDevice (and the driver's cuStreamGetDevice) fail on a
+ * stream that is capturing a graph and invalidate the capture (seen with
+ * CUDA 13.0, driver 580).  Asking the driver for the stream's context and
+ * that context's device leaves the capture intact (checked on the same
+ * setup), so capturing streams are asked that way.  The entry points are
+ * resolved once, at probe time, outside any capture. */
+typedef CUresult (*stream_get_ctx_fn)(CUstream, CUcontext *);
+typedef CUresult (*ctx_push_fn)(CUcontext);
+typedef CUresult (*ctx_pop_fn)(CUcontext *);
+typedef CUresult (*ctx_get_device_fn)(CUdevice *);
+static struct {
+  stream_get_ctx_fn stream_get_ctx;
+  ctx_push_fn ctx_push;
+  ctx_pop_fn ctx_pop;
+  ctx_get_device_fn ctx_get_device;
+} driver;
+
+static void *driver_entry(const char *symbol, unsigned version) {
+  void *fn = NULL;
+  enum cudaDriverEntryPointQueryResult found =
+      cudaDriverEntryPointSymbolNotFound;
+  if (cudaGetDriverEntryPointByVersion(symbol, &fn, version, cudaEnableDefault,
+                                       &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess) {
+    (void)cudaGetLastError();
+    return NULL;
+  }
+  return fn;
+}
+
+static void resolve_driver_entries(void) {
+  driver.stream_get_ctx =
+      (stream_get_ctx_fn)driver_entry("cuStreamGetCtx", 9020);
+  driver.ctx_push = (ctx_push_fn)driver_entry("cuCtxPushCurrent", 4000);
+  driver.ctx_pop = (ctx_pop_fn)driver_entry("cuCtxPopCurrent", 4000);
+  driver.ctx_get_device =
+      (ctx_get_device_fn)driver_entry("cuCtxGetDevice", 2000);
+}
+
+static bool capturing_stream_device(void *stream, int *dev, const char **how) {
+  CUdevice d;
+  CUcontext ctx = NULL, popped = NULL;
+  if (driver.stream_get_ctx && driver.ctx_push && driver.ctx_pop &&
+      driver.ctx_get_device &&
+      driver.stream_get_ctx((CUstream)stream, &ctx) == CUDA_SUCCESS &&
+      driver.ctx_push(ctx) == CUDA_SUCCESS) {
+    CUresult r = driver.ctx_get_device(&d);
+    driver.ctx_pop(&popped);
+    if (r == CUDA_SUCCESS) {
+      *dev = (int)d;
+      *how = "the stream's context";
+      return true;
+    }
+  }
+  return false;
+}
+
 static qcoll_status_t cuda_stream_device(void *stream, int *dev) {
   if (is_default_stream(stream)) {
     *dev = -1;
     return QCOLL_OK;
   }
-  cudaError_t err = cudaStreamGetDevice((cudaStream_t)stream, dev);
+  /* Capturing streams never meet cudaStreamGetDevice (see above). */
+  enum cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  cudaError_t err = cudaStreamIsCapturing((cudaStream_t)stream, &capture);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return qcoll__error(NULL, QCOLL_ERR_CUDA,
+                        "cudaStreamIsCapturing(stream %p) failed: %s (%s)",
+                        stream, cudaGetErrorName(err), cudaGetErrorString(err));
+  }
+  if (capture != cudaStreamCaptureStatusNone) {
+    static atomic_bool told;
+    const char *how = NULL;
+    if (capturing_stream_device(stream, dev, &how)) {
+      if (!atomic_exchange(&told, true))
+        QLOG_INFO(NULL, CUDA, "device of a capturing stream: asked through %s",
+                  how);
+      return QCOLL_OK;
+    }
+    /* Cannot tell: treat it like the default stream.  A stream of another
+     * device then fails at the kernel launch, which reports the error. */
+    if (!atomic_exchange(&told, true))
+      QLOG_INFO(NULL, CUDA,
+                "device of a capturing stream: not available, "
+                "assuming the communicator's");
+    *dev = -1;
+    return QCOLL_OK;
+  }
+  enum cudaStreamCaptureMode mode = relaxed_begin();
+  err = cudaStreamGetDevice((cudaStream_t)stream, dev);
+  relaxed_end(mode);
   if (err == cudaSuccess) return QCOLL_OK;
   (void)cudaGetLastError();
   return qcoll__error(NULL, QCOLL_ERR_CUDA,
@@ -86,19 +194,21 @@ static qcoll_status_t cuda_stream_device(void *stream, int *dev) {
 static qcoll_status_t copy_and_wait(void *dst, const void *src, size_t bytes,
                                     enum cudaMemcpyKind kind, void *stream) {
   if (bytes == 0) return QCOLL_OK;
-  cudaError_t err = cudaMemcpyAsync(dst, src, bytes, kind, (cudaStream_t)stream);
+  cudaError_t err =
+      cudaMemcpyAsync(dst, src, bytes, kind, (cudaStream_t)stream);
   if (err != cudaSuccess) return cuda_failed("cudaMemcpyAsync", err);
   err = cudaStreamSynchronize((cudaStream_t)stream);
-  return err == cudaSuccess ? QCOLL_OK : cuda_failed("cudaStreamSynchronize", err);
+  return err == cudaSuccess ? QCOLL_OK
+                            : cuda_failed("cudaStreamSynchronize", err);
 }
 
 static qcoll_status_t cuda_memcpy_d2h(void *dst, const void *src, size_t bytes,
-                                     void *stream) {
+                                      void *stream) {
   return copy_and_wait(dst, src, bytes, cudaMemcpyDeviceToHost, stream);
 }
 
 static qcoll_status_t cuda_memcpy_h2d(void *dst, const void *src, size_t bytes,
-                                     void *stream) {
+                                      void *stream) {
   return copy_and_wait(dst, src, bytes, cudaMemcpyHostToDevice, stream);
 }
 
@@ -139,18 +249,24 @@ const qcoll__runtime_t *qcoll__runtime_cuda_probe(void) {
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
-    QLOG_INFO(NULL, CUDA, "no usable CUDA driver or device (%s: %s): host back end only",
+    QLOG_INFO(NULL, CUDA,
+              "no usable CUDA driver or device (%s: %s): host back end only",
               cudaGetErrorName(err), cudaGetErrorString(err));
     return NULL;
   }
   if (count < 1) {
-    QLOG_INFO(NULL, CUDA, "the CUDA driver reports no device: host back end only");
+    QLOG_INFO(NULL, CUDA,
+              "the CUDA driver reports no device: host back end only");
     return NULL;
   }
-  int driver = 0, runtime = 0;
-  (void)cudaDriverGetVersion(&driver);
-  (void)cudaRuntimeGetVersion(&runtime);
-  QLOG_INFO(NULL, CUDA, "CUDA: %d device(s), driver %d.%d, runtime %d.%d", count,
-            driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
+  int driver_version = 0, runtime_version = 0;
+  (void)cudaDriverGetVersion(&driver_version);
+  (void)cudaRuntimeGetVersion(&runtime_version);
+  QLOG_INFO(NULL, CUDA, "CUDA: %d device(s), driver %d.%d, runtime %d.%d",
+            count, driver_version / 1000, driver_version % 1000 / 10,
+            runtime_version / 1000, runtime_version % 1000 / 10);
+  resolve_driver_entries();
   return &cuda_runtime;
 }
+
+#endif /* QCOLL_HAVE_CUDA */

@@ -83,23 +83,37 @@ struct Elem<float> {
 };
 template <>
 struct Elem<__half> {
-  static __device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
-  static __device__ __forceinline__ __half from_f32(float x) { return __float2half_rn(x); }
+  static __device__ __forceinline__ float to_f32(__half x) {
+    return __half2float(x);
+  }
+  static __device__ __forceinline__ __half from_f32(float x) {
+    return __float2half_rn(x);
+  }
 };
 template <>
 struct Elem<__nv_bfloat16> {
-  static __device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
-  static __device__ __forceinline__ __nv_bfloat16 from_f32(float x) { return __float2bfloat16_rn(x); }
+  static __device__ __forceinline__ float to_f32(__nv_bfloat16 x) {
+    return __bfloat162float(x);
+  }
+  static __device__ __forceinline__ __nv_bfloat16 from_f32(float x) {
+    return __float2bfloat16_rn(x);
+  }
 };
 
 struct OpSum {
-  static __device__ __forceinline__ float apply(float a, float b) { return a + b; }
+  static __device__ __forceinline__ float apply(float a, float b) {
+    return a + b;
+  }
 };
 struct OpMin {
-  static __device__ __forceinline__ float apply(float a, float b) { return fminf(a, b); }
+  static __device__ __forceinline__ float apply(float a, float b) {
+    return fminf(a, b);
+  }
 };
 struct OpMax {
-  static __device__ __forceinline__ float apply(float a, float b) { return fmaxf(a, b); }
+  static __device__ __forceinline__ float apply(float a, float b) {
+    return fmaxf(a, b);
+  }
 };
 
 /* 16 bytes of elements. */
@@ -107,8 +121,12 @@ template <typename T>
 struct Pack {
   static constexpr int kElems = kPackBytes / sizeof(T);
   uint4 raw;
-  __device__ __forceinline__ T get(int j) const { return reinterpret_cast<const T *>(&raw)[j]; }
-  __device__ __forceinline__ void set(int j, T v) { reinterpret_cast<T *>(&raw)[j] = v; }
+  __device__ __forceinline__ T get(int j) const {
+    return reinterpret_cast<const T *>(&raw)[j];
+  }
+  __device__ __forceinline__ void set(int j, T v) {
+    reinterpret_cast<T *>(&raw)[j] = v;
+  }
 };
 
 /* ---- memory-model primitives ------------------------------------------ */
@@ -119,29 +137,41 @@ __device__ __forceinline__ uint64_t global_timer_ns() {
   return t;
 }
 __device__ __forceinline__ void store_release_sys(uint32_t *p, uint32_t v) {
-  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v)
+               : "memory");
 }
 __device__ __forceinline__ void store_relaxed_sys(uint32_t *p, uint32_t v) {
-  asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+  asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v)
+               : "memory");
 }
 __device__ __forceinline__ void store_relaxed_sys_u64(unsigned long long *p,
                                                       unsigned long long v) {
-  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v)
+               : "memory");
 }
 __device__ __forceinline__ uint32_t load_acquire_sys(const uint32_t *p) {
   uint32_t v;
-  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];"
+               : "=r"(v)
+               : "l"(p)
+               : "memory");
   return v;
 }
 __device__ __forceinline__ unsigned long long load_relaxed_sys_u64(
     const unsigned long long *p) {
   unsigned long long v;
-  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];"
+               : "=l"(v)
+               : "l"(p)
+               : "memory");
   return v;
 }
 __device__ __forceinline__ uint32_t load_relaxed_sys(const uint32_t *p) {
   uint32_t v;
-  asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  asm volatile("ld.relaxed.sys.global.u32 %0, [%1];"
+               : "=r"(v)
+               : "l"(p)
+               : "memory");
   return v;
 }
 
@@ -155,33 +185,41 @@ struct BlockState {
   int failed; /* set by any thread whose wait failed; read after a barrier */
 };
 
-__device__ __forceinline__ uint32_t *flag_slot(const BlockState *s, int owner, int writer,
-                                               int phase) {
-  return reinterpret_cast<uint32_t *>(s->bases[owner] + QCOLL_IPC_FLAGS_OFFSET) +
+__device__ __forceinline__ uint32_t *flag_slot(const BlockState *s, int owner,
+                                               int writer, int phase) {
+  return reinterpret_cast<uint32_t *>(s->bases[owner] +
+                                      QCOLL_IPC_FLAGS_OFFSET) +
          qcoll__ipc_flag_index(blockIdx.x, writer, phase);
 }
-__device__ __forceinline__ uint32_t *abort_word(const BlockState *s, int owner) {
+__device__ __forceinline__ uint32_t *abort_word(const BlockState *s,
+                                                int owner) {
   return reinterpret_cast<uint32_t *>(s->bases[owner] + QCOLL_IPC_ABORT_OFFSET);
 }
 __device__ __forceinline__ uint32_t *epoch_counter(const qcoll__ipc_view_t &v,
                                                    const BlockState *s) {
-  return reinterpret_cast<uint32_t *>(s->bases[v.rank] + QCOLL_IPC_EPOCHS_OFFSET) + blockIdx.x;
+  return reinterpret_cast<uint32_t *>(s->bases[v.rank] +
+                                      QCOLL_IPC_EPOCHS_OFFSET) +
+         blockIdx.x;
 }
 
-__device__ __forceinline__ void report_failure(const qcoll__ipc_view_t &v, const BlockState *s,
-                               unsigned kind, int peer, int phase) {
-  store_relaxed_sys_u64(v.error_word,
-                        qcoll__ipc_err_encode(kind, v.rank, peer, blockIdx.x, phase));
+__device__ __forceinline__ void report_failure(const qcoll__ipc_view_t &v,
+                                               const BlockState *s,
+                                               unsigned kind, int peer,
+                                               int phase) {
+  store_relaxed_sys_u64(v.error_word, qcoll__ipc_err_encode(kind, v.rank, peer,
+                                                            blockIdx.x, phase));
   if (kind != QCOLL_IPC_ERR_PEER_ABORTED)
     for (int p = 0; p < v.nranks; p++)
-      if (p != v.rank) store_relaxed_sys(abort_word(s, p), (uint32_t)v.rank + 1u);
+      if (p != v.rank)
+        store_relaxed_sys(abort_word(s, p), (uint32_t)v.rank + 1u);
   __threadfence_system();
 }
 
 /* Spin until *slot == epoch.  False (after reporting) when the deadline
  * passes, a peer aborted, or another thread of the block already failed. */
-__device__ __forceinline__ bool wait_flag(const qcoll__ipc_view_t &v, BlockState *s, const uint32_t *slot,
-                          int peer, int phase) {
+__device__ __forceinline__ bool wait_flag(const qcoll__ipc_view_t &v,
+                                          BlockState *s, const uint32_t *slot,
+                                          int peer, int phase) {
   const uint32_t epoch = s->epoch;
   volatile int *block_failed = &s->failed;
   uint64_t start = 0;
@@ -200,7 +238,8 @@ __device__ __forceinline__ bool wait_flag(const qcoll__ipc_view_t &v, BlockState
     }
     uint32_t aborted_by = load_relaxed_sys(abort_word(s, v.rank));
     if (aborted_by != 0) {
-      report_failure(v, s, QCOLL_IPC_ERR_PEER_ABORTED, (int)aborted_by - 1, phase);
+      report_failure(v, s, QCOLL_IPC_ERR_PEER_ABORTED, (int)aborted_by - 1,
+                     phase);
       return false;
     }
     if (*block_failed) return false;
@@ -211,19 +250,22 @@ __device__ __forceinline__ bool wait_flag(const qcoll__ipc_view_t &v, BlockState
 
 /* Barrier of this block with the same block of every peer.  Returns false
  * when the launch must stop (the failure is already reported). */
-__device__ __forceinline__ bool block_barrier(const qcoll__ipc_view_t &v, int phase, BlockState *s) {
+__device__ __forceinline__ bool block_barrier(const qcoll__ipc_view_t &v,
+                                              int phase, BlockState *s) {
   __syncthreads(); /* the block's earlier writes happen before the flag */
   const int t = threadIdx.x;
   if (t < v.nranks && t != v.rank) {
     __threadfence_system();
     store_release_sys(flag_slot(s, t, v.rank, phase), s->epoch);
-    if (!wait_flag(v, s, flag_slot(s, v.rank, t, phase), t, phase)) s->failed = 1;
+    if (!wait_flag(v, s, flag_slot(s, v.rank, t, phase), t, phase))
+      s->failed = 1;
   }
   __syncthreads(); /* the acquires happen before the block's later reads */
   return !s->failed;
 }
 
-__device__ __forceinline__ void block_begin(const qcoll__ipc_view_t &v, BlockState *s) {
+__device__ __forceinline__ void block_begin(const qcoll__ipc_view_t &v,
+                                            BlockState *s) {
   if (threadIdx.x == 0) {
 #pragma unroll
     for (int p = 0; p < QCOLL_IPC_MAX_RANKS; p++) s->bases[p] = v.bases[p];
@@ -235,30 +277,34 @@ __device__ __forceinline__ void block_begin(const qcoll__ipc_view_t &v, BlockSta
   __syncthreads();
 }
 
-__device__ __forceinline__ void block_end(const qcoll__ipc_view_t &v, const BlockState *s) {
+__device__ __forceinline__ void block_end(const qcoll__ipc_view_t &v,
+                                          const BlockState *s) {
   if (threadIdx.x == 0) *epoch_counter(v, s) = s->epoch;
 }
 
 /* ---- data movement ---------------------------------------------------- */
 
 /* This block's pack range [begin, end) of `packs`. */
-__device__ __forceinline__ void block_range(size_t packs, size_t *begin, size_t *end) {
+__device__ __forceinline__ void block_range(size_t packs, size_t *begin,
+                                            size_t *end) {
   size_t per_block = (packs + gridDim.x - 1) / gridDim.x;
   size_t b = per_block * blockIdx.x;
   *begin = b < packs ? b : packs;
   *end = b + per_block < packs ? b + per_block : packs;
 }
 
-__device__ __forceinline__ char *region(const qcoll__ipc_view_t &v, const BlockState *s,
-                                        int owner, int index) {
-  return s->bases[owner] + QCOLL_IPC_HEADER_BYTES + (size_t)index * v.region_bytes;
+__device__ __forceinline__ char *region(const qcoll__ipc_view_t &v,
+                                        const BlockState *s, int owner,
+                                        int index) {
+  return s->bases[owner] + QCOLL_IPC_HEADER_BYTES +
+         (size_t)index * v.region_bytes;
 }
 
 /* Pack i of the user's buffer: one 16-byte load when aligned and whole,
  * else element by element (zeros past count). */
 template <typename T>
-__device__ __forceinline__ Pack<T> load_user(const T *src, size_t i, size_t count,
-                                             bool aligned) {
+__device__ __forceinline__ Pack<T> load_user(const T *src, size_t i,
+                                             size_t count, bool aligned) {
   constexpr int E = Pack<T>::kElems;
   Pack<T> p;
   size_t first = i * E;
@@ -274,8 +320,8 @@ __device__ __forceinline__ Pack<T> load_user(const T *src, size_t i, size_t coun
 }
 
 template <typename T>
-__device__ __forceinline__ void store_user(T *dst, size_t i, size_t count, bool aligned,
-                                           const Pack<T> &p) {
+__device__ __forceinline__ void store_user(T *dst, size_t i, size_t count,
+                                           bool aligned, const Pack<T> &p) {
   constexpr int E = Pack<T>::kElems;
   size_t first = i * E;
   if (aligned && first + E <= count) {
@@ -288,8 +334,10 @@ __device__ __forceinline__ void store_user(T *dst, size_t i, size_t count, bool 
 }
 
 template <typename T>
-__device__ __forceinline__ void copy_in(const qcoll__ipc_view_t &v, const BlockState *s, const T *src,
-                        size_t count, size_t begin, size_t end) {
+__device__ __forceinline__ void copy_in(const qcoll__ipc_view_t &v,
+                                        const BlockState *s, const T *src,
+                                        size_t count, size_t begin,
+                                        size_t end) {
   const bool aligned = (reinterpret_cast<uintptr_t>(src) % kPackBytes) == 0;
   uint4 *mine = reinterpret_cast<uint4 *>(region(v, s, v.rank, 0));
   for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x)
@@ -299,13 +347,14 @@ __device__ __forceinline__ void copy_in(const qcoll__ipc_view_t &v, const BlockS
 /* Pack i reduced over every rank's region 0, in rank order.  All loads are
  * issued before the first add.  Loads bypass L1 (peers wrote the data). */
 template <typename T, typename Op>
-__device__ __forceinline__ Pack<T> reduce_pack(const qcoll__ipc_view_t &v, const BlockState *s,
-                                               size_t i) {
+__device__ __forceinline__ Pack<T> reduce_pack(const qcoll__ipc_view_t &v,
+                                               const BlockState *s, size_t i) {
   constexpr int E = Pack<T>::kElems;
   uint4 in[QCOLL_IPC_MAX_RANKS];
 #pragma unroll
   for (int p = 0; p < QCOLL_IPC_MAX_RANKS; p++)
-    if (p < v.nranks) in[p] = __ldcg(reinterpret_cast<const uint4 *>(region(v, s, p, 0)) + i);
+    if (p < v.nranks)
+      in[p] = __ldcg(reinterpret_cast<const uint4 *>(region(v, s, p, 0)) + i);
   float acc[E];
   Pack<T> x;
   x.raw = in[0];
@@ -316,7 +365,8 @@ __device__ __forceinline__ Pack<T> reduce_pack(const qcoll__ipc_view_t &v, const
     if (p < v.nranks) {
       x.raw = in[p];
 #pragma unroll
-      for (int j = 0; j < E; j++) acc[j] = Op::apply(acc[j], Elem<T>::to_f32(x.get(j)));
+      for (int j = 0; j < E; j++)
+        acc[j] = Op::apply(acc[j], Elem<T>::to_f32(x.get(j)));
     }
   }
   Pack<T> out;
@@ -377,7 +427,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     int owner = (v.rank + k) % n;
     size_t seg_begin = begin + len * (size_t)owner / (size_t)n;
     size_t seg_end = begin + len * (size_t)(owner + 1) / (size_t)n;
-    const uint4 *result = reinterpret_cast<const uint4 *>(region(v, &s, owner, 1));
+    const uint4 *result =
+        reinterpret_cast<const uint4 *>(region(v, &s, owner, 1));
     for (size_t i = seg_begin + threadIdx.x; i < seg_end; i += blockDim.x) {
       Pack<T> p;
       p.raw = __ldcg(result + i);
@@ -408,7 +459,8 @@ kernel_fn pick_op(qcoll__ipc_algo_t algo, qcoll_op_t op) {
   }
 }
 
-kernel_fn pick_kernel(qcoll__ipc_algo_t algo, qcoll_dtype_t dtype, qcoll_op_t op) {
+kernel_fn pick_kernel(qcoll__ipc_algo_t algo, qcoll_dtype_t dtype,
+                      qcoll_op_t op) {
   if (algo != QCOLL_IPC_ONESHOT && algo != QCOLL_IPC_TWOSHOT) return nullptr;
   switch (dtype) {
     case QCOLL_F16: return pick_op<__half>(algo, op);
@@ -429,12 +481,13 @@ size_t elem_bytes(qcoll_dtype_t dtype) {
 
 }  // namespace
 
-extern "C" int qcoll__cuda_all_reduce_supported(qcoll_dtype_t dtype, qcoll_op_t op) {
+extern "C" int qcoll__cuda_all_reduce_supported(qcoll_dtype_t dtype,
+                                                qcoll_op_t op) {
   return pick_kernel(QCOLL_IPC_ONESHOT, dtype, op) != nullptr;
 }
 
-extern "C" size_t qcoll__cuda_all_reduce_chunk_elems(const qcoll__ipc_view_t *view,
-                                                     qcoll_dtype_t dtype) {
+extern "C" size_t qcoll__cuda_all_reduce_chunk_elems(
+    const qcoll__ipc_view_t *view, qcoll_dtype_t dtype) {
   size_t es = elem_bytes(dtype);
   return es ? view->region_bytes / es : 0;
 }
@@ -455,11 +508,10 @@ extern "C" int qcoll__cuda_all_reduce_grid(const qcoll__ipc_view_t *view,
   return (int)grid;
 }
 
-extern "C" cudaError_t qcoll__cuda_all_reduce_launch(const qcoll__ipc_view_t *view,
-                                                     qcoll__ipc_algo_t algo,
-                                                     const void *sendbuf, void *recvbuf,
-                                                     size_t count, qcoll_dtype_t dtype,
-                                                     qcoll_op_t op, cudaStream_t stream) {
+extern "C" cudaError_t qcoll__cuda_all_reduce_launch(
+    const qcoll__ipc_view_t *view, qcoll__ipc_algo_t algo, const void *sendbuf,
+    void *recvbuf, size_t count, qcoll_dtype_t dtype, qcoll_op_t op,
+    cudaStream_t stream) {
   kernel_fn fn = pick_kernel(algo, dtype, op);
   if (!fn || count > qcoll__cuda_all_reduce_chunk_elems(view, dtype) ||
       view->nranks < 1 || view->nranks > QCOLL_IPC_MAX_RANKS)
@@ -470,8 +522,8 @@ extern "C" cudaError_t qcoll__cuda_all_reduce_launch(const qcoll__ipc_view_t *vi
   void *args[] = {&v, &sendbuf, &recvbuf, &count};
   /* cudaLaunchKernel reports this launch's error only, not one left over
    * from the caller's earlier calls. */
-  return cudaLaunchKernel(reinterpret_cast<const void *>(fn), dim3(grid), dim3(kThreads),
-                          args, 0, stream);
+  return cudaLaunchKernel(reinterpret_cast<const void *>(fn), dim3(grid),
+                          dim3(kThreads), args, 0, stream);
 }
 
 extern "C" cudaError_t qcoll__cuda_all_reduce_resident_blocks(int *blocks) {
@@ -488,7 +540,9 @@ extern "C" cudaError_t qcoll__cuda_all_reduce_resident_blocks(int *blocks) {
       for (qcoll_op_t o : ops) {
         int n = 0;
         err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &n, reinterpret_cast<const void *>(pick_kernel((qcoll__ipc_algo_t)a, d, o)),
+            &n,
+            reinterpret_cast<const void *>(
+                pick_kernel((qcoll__ipc_algo_t)a, d, o)),
             kThreads, 0);
         if (err != cudaSuccess) return err;
         if (n < per_sm) per_sm = n;

@@ -12,7 +12,8 @@
 
 namespace {
 
-__global__ void probe_kernel(uint32_t *dst, uint32_t seed, unsigned *mismatches) {
+__global__ void probe_kernel(uint32_t *dst, uint32_t seed,
+                             unsigned *mismatches) {
   const uint32_t i = threadIdx.x;
   const uint32_t word = qcoll__ipc_probe_word(seed, i);
   volatile uint32_t *slot = dst + i;
@@ -24,7 +25,8 @@ __global__ void probe_kernel(uint32_t *dst, uint32_t seed, unsigned *mismatches)
 
 }  // namespace
 
-extern "C" cudaError_t qcoll__cuda_ipc_probe_launch(uint32_t *dst, uint32_t seed,
+extern "C" cudaError_t qcoll__cuda_ipc_probe_launch(uint32_t *dst,
+                                                    uint32_t seed,
                                                     unsigned *mismatches,
                                                     cudaStream_t stream) {
   void *args[] = {&dst, &seed, &mismatches};

@@ -1,7 +1,7 @@
 /*
- * Launchers of the CUDA IPC kernels, callable from C (src/coll/cuda/*.cu
- * defines them), and the layout of a rank's IPC buffer, which host code
- * (the transport) and device code (the kernels) must agree on.
+ * Launchers of the CUDA IPC kernels, callable from C (defined by the .cu
+ * files beside this header), and the layout of a rank's IPC buffer, which host
+ * code (the transport) and device code (the kernels) must agree on.
  *
  * Layout of one rank's IPC buffer (every offset fixed at init; nothing
  * depends on the message size or the grid size):
@@ -63,9 +63,11 @@ extern "C" {
 #define QCOLL_IPC_REGION_ALIGN 4096
 
 /* Index of the flag slot that `writer`'s block `block` sets for `phase`. */
-static inline QCOLL_IPC_HD size_t qcoll__ipc_flag_index(int block, int writer, int phase) {
+static inline QCOLL_IPC_HD size_t qcoll__ipc_flag_index(int block, int writer,
+                                                        int phase) {
   return ((size_t)block * QCOLL_IPC_MAX_RANKS + (size_t)writer) *
-             QCOLL_IPC_PHASES + (size_t)phase;
+             QCOLL_IPC_PHASES +
+         (size_t)phase;
 }
 
 /* Size of each data region for an IPC buffer of `buffer_bytes`; 0 when the
@@ -85,8 +87,10 @@ static inline size_t qcoll__ipc_region_bytes(size_t buffer_bytes) {
 #define QCOLL_IPC_ERR_PEER_ABORTED 2u /* a peer gave up and told us */
 #define QCOLL_IPC_ERR_ABORTED 3u      /* this rank's host asked to stop */
 
-static inline QCOLL_IPC_HD uint64_t qcoll__ipc_err_encode(unsigned kind, int rank, int peer,
-                                             int block, int phase) {
+static inline QCOLL_IPC_HD uint64_t qcoll__ipc_err_encode(unsigned kind,
+                                                          int rank, int peer,
+                                                          int block,
+                                                          int phase) {
   return ((uint64_t)(kind & 0xffu) << 56) |
          ((uint64_t)((unsigned)block & 0xffffu) << 40) |
          ((uint64_t)((unsigned)phase & 0xffu) << 32) |
@@ -100,12 +104,13 @@ static inline QCOLL_IPC_HD uint64_t qcoll__ipc_err_encode(unsigned kind, int ran
 typedef struct qcoll__ipc_view {
   char *bases[QCOLL_IPC_MAX_RANKS]; /* every rank's IPC buffer, mapped here */
   unsigned long long *error_word;   /* device alias of the host-mapped word */
-  const unsigned long long *host_abort; /* host-mapped; non-zero: stop waiting */
-  size_t region_bytes;              /* size of each data region */
-  unsigned long long timeout_ns;    /* deadline of every device-side wait */
+  const unsigned long long
+      *host_abort;               /* host-mapped; non-zero: stop waiting */
+  size_t region_bytes;           /* size of each data region */
+  unsigned long long timeout_ns; /* deadline of every device-side wait */
   int rank;
   int nranks;
-  int max_grid;                     /* grid limit (residency, flag slots) */
+  int max_grid; /* grid limit (residency, flag slots) */
 } qcoll__ipc_view_t;
 
 typedef enum qcoll__ipc_algo {
@@ -148,7 +153,8 @@ cudaError_t qcoll__cuda_ipc_probe_launch(uint32_t *dst, uint32_t seed,
                                          cudaStream_t stream);
 
 /* The pattern word i that qcoll__cuda_ipc_probe_launch writes. */
-static inline QCOLL_IPC_HD uint32_t qcoll__ipc_probe_word(uint32_t seed, uint32_t i) {
+static inline QCOLL_IPC_HD uint32_t qcoll__ipc_probe_word(uint32_t seed,
+                                                          uint32_t i) {
   uint32_t x = seed ^ (i * 0x9e3779b9u);
   x ^= x >> 16;
   x *= 0x7feb352du;

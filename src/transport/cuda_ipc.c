@@ -1,0 +1,761 @@
+/*
+ * CUDA IPC transport: each rank allocates one IPC buffer on the
+ * communicator's device (layout in src/coll/cuda/launch.h), the ranks
+ * exchange handles through the bootstrap, map each other's buffers and
+ * check every mapping by writing through it.  The all-reduce kernels then
+ * read and write peers' buffers directly.
+ *
+ * Every step of init is collective and taken by every rank, also after a
+ * local failure (a rank that cannot allocate says so in its record instead
+ * of leaving), so the ranks always agree on whether IPC is usable and never
+ * wait for one another in vain.  When it is not usable, comm->cuda stays
+ * set with the reason, and core uses another path.
+ *
+ * All calls here run under the device guard (comm->device is current).
+ */
+#ifdef QCOLL_HAVE_CUDA /* the whole file: CUDA builds only */
+
+#include "cuda_ipc.h"
+
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../bootstrap/bootstrap.h"
+#include "../coll/cuda/launch.h"
+#include "../core/config.h"
+
+#define REASON_MAX 200
+
+struct qcoll__cuda_comm {
+  bool usable;
+  char reason[REASON_MAX]; /* why IPC is not usable */
+  int device;
+  char *buffer; /* this rank's IPC buffer */
+  size_t buffer_bytes;
+  /* Host-mapped pinned words: [0] the kernels' error word, [1] the abort
+   * request that kernels poll. */
+  volatile unsigned long long *host_words;
+  unsigned long long *host_words_dev;
+  char *peers[QCOLL_IPC_MAX_RANKS];      /* peers' buffers, mapped here */
+  bool peer_opened[QCOLL_IPC_MAX_RANKS]; /* mapped through the registry */
+  int ranks_on_gpu;
+  size_t oneshot_max_bytes;
+  qcoll__ipc_view_t view;
+};
+
+/* What each rank tells the others at init. */
+typedef struct ipc_record {
+  cudaIpcMemHandle_t handle;
+  uint64_t process_token; /* random per process: same token = same process */
+  uint64_t base;          /* the buffer's address in the owner's process */
+  uint64_t buffer_bytes;
+  int64_t pid;
+  unsigned char uuid[16]; /* physical GPU */
+  int32_t host_index;
+  int32_t device;
+  int32_t ready; /* buffer allocated and exported */
+  int32_t
+      resident_blocks; /* all-reduce blocks the owner's GPU keeps resident */
+  uint32_t probe_seed;
+  int32_t pad;
+  char reason[REASON_MAX]; /* why not ready */
+} ipc_record_t;
+
+/* Each rank's verdict after opening and checking its mappings. */
+typedef struct ipc_verdict {
+  int32_t ok;
+  char reason[REASON_MAX];
+} ipc_verdict_t;
+
+static void set_reason(char *dst, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void set_reason(char *dst, const char *fmt, ...) {
+  if (dst[0]) return; /* keep the first reason */
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(dst, REASON_MAX, fmt, ap);
+  va_end(ap);
+}
+
+/* ---- process-wide registry of opened IPC handles ------------------------ */
+/* A handle is opened once per (device, handle) in a process; communicators
+ * and ranks of one process that need the same peer buffer share the
+ * mapping, which is closed when the last of them lets go. */
+
+typedef struct opened_handle {
+  int device;
+  cudaIpcMemHandle_t handle;
+  void *ptr;
+  int refs;
+  struct opened_handle *next;
+} opened_handle_t;
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static opened_handle_t *registry;
+
+static cudaError_t registry_open(int device, const cudaIpcMemHandle_t *handle,
+                                 void **ptr) {
+  cudaError_t err = cudaSuccess;
+  pthread_mutex_lock(&registry_lock);
+  for (opened_handle_t *h = registry; h; h = h->next) {
+    if (h->device == device && !memcmp(&h->handle, handle, sizeof *handle)) {
+      h->refs++;
+      *ptr = h->ptr;
+      goto out;
+    }
+  }
+  opened_handle_t *h = calloc(1, sizeof *h);
+  if (!h) {
+    err = cudaErrorMemoryAllocation;
+    goto out;
+  }
+  err = cudaIpcOpenMemHandle(&h->ptr, *handle, cudaIpcMemLazyEnablePeerAccess);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    free(h);
+    goto out;
+  }
+  h->device = device;
+  h->handle = *handle;
+  h->refs = 1;
+  h->next = registry;
+  registry = h;
+  *ptr = h->ptr;
+out:
+  pthread_mutex_unlock(&registry_lock);
+  return err;
+}
+
+static void registry_close(qcoll_comm_t comm, int device, void *ptr) {
+  pthread_mutex_lock(&registry_lock);
+  for (opened_handle_t **p = &registry; *p; p = &(*p)->next) {
+    opened_handle_t *h = *p;
+    if (h->device != device || h->ptr != ptr) continue;
+    if (--h->refs == 0) {
+      cudaError_t err = cudaIpcCloseMemHandle(h->ptr);
+      if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        QLOG_WARN(comm, CUDA, "cudaIpcCloseMemHandle(%p) failed: %s", h->ptr,
+                  cudaGetErrorString(err));
+      }
+      *p = h->next;
+      free(h);
+    }
+    break;
+  }
+  pthread_mutex_unlock(&registry_lock);
+}
+
+/* ---- helpers --------------------------------------------------------------
+ */
+
+static uint64_t process_token_value;
+static pthread_once_t process_token_once = PTHREAD_ONCE_INIT;
+static void make_process_token(void) {
+  if (qcoll__random_bytes(&process_token_value, sizeof process_token_value) !=
+      QCOLL_OK)
+    process_token_value = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^
+                          (uint64_t)(qcoll__now() * 1e9);
+}
+static uint64_t process_token(void) {
+  pthread_once(&process_token_once, make_process_token);
+  return process_token_value;
+}
+
+static bool same_process(const ipc_record_t *a, const ipc_record_t *b) {
+  return a->process_token == b->process_token && a->pid == b->pid &&
+         a->host_index == b->host_index;
+}
+
+/* Seed of the pattern `writer` writes into `target`'s buffer. */
+static uint32_t probe_seed_for(const ipc_record_t *writer, int target) {
+  return writer->probe_seed ^ ((uint32_t)(target + 1) * 0x85ebca6bu);
+}
+
+static uint32_t *probe_slot(char *base, int writer) {
+  return (uint32_t *)(base + QCOLL_IPC_PROBE_OFFSET) +
+         (size_t)writer * QCOLL_IPC_PROBE_WORDS;
+}
+
+/* Switch this thread to relaxed capture mode while it allocates and frees,
+ * so a capture running in another thread neither breaks these calls nor is
+ * invalidated by them. */
+static enum cudaStreamCaptureMode relax_capture_mode(void) {
+  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return cudaStreamCaptureModeRelaxed;
+  }
+  return mode;
+}
+static void restore_capture_mode(enum cudaStreamCaptureMode mode) {
+  if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess)
+    (void)cudaGetLastError();
+}
+
+static void mark_unusable(qcoll_comm_t comm, bool warn, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void mark_unusable(qcoll_comm_t comm, bool warn, const char *fmt, ...) {
+  struct qcoll__cuda_comm *cc = comm->cuda;
+  cc->usable = false;
+  if (!cc->reason[0]) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cc->reason, sizeof cc->reason, fmt, ap);
+    va_end(ap);
+  }
+  if (warn)
+    QLOG_WARN(comm, CUDA, "CUDA IPC disabled for this communicator: %s",
+              cc->reason);
+  else
+    QLOG_INFO(comm, CUDA, "CUDA IPC not used: %s", cc->reason);
+}
+
+/* ---- init steps ------------------------------------------------------------
+ */
+
+/* Allocate and export this rank's buffer and the host-mapped words.  A
+ * failure is recorded in rec (ready = 0, reason) rather than returned: the
+ * exchange that follows must still happen. */
+static void setup_local(qcoll_comm_t comm, cudaStream_t s, ipc_record_t *rec) {
+  struct qcoll__cuda_comm *cc = comm->cuda;
+  cudaError_t err;
+  const char *what = NULL;
+  rec->pid = (int64_t)getpid();
+  rec->process_token = process_token();
+  rec->host_index = comm->host_index;
+  rec->device = comm->device;
+  if (qcoll__random_bytes(&rec->probe_seed, sizeof rec->probe_seed) != QCOLL_OK)
+    rec->probe_seed = (uint32_t)rec->pid * 2654435761u + (uint32_t)comm->rank;
+
+  struct cudaDeviceProp prop;
+  if ((err = cudaGetDeviceProperties(&prop, comm->device)) != cudaSuccess) {
+    what = "cudaGetDeviceProperties";
+    goto fail;
+  }
+  memcpy(rec->uuid, prop.uuid.bytes, sizeof rec->uuid);
+  int resident = 0;
+  if ((err = qcoll__cuda_all_reduce_resident_blocks(&resident)) !=
+      cudaSuccess) {
+    what = "occupancy query of the all-reduce kernels";
+    goto fail;
+  }
+  rec->resident_blocks = resident;
+
+  cc->buffer_bytes = qcoll__env_bytes("QCOLL_IPC_BYTES");
+  rec->buffer_bytes = cc->buffer_bytes;
+  if (qcoll__ipc_region_bytes(cc->buffer_bytes) == 0) {
+    set_reason(rec->reason,
+               "QCOLL_IPC_BYTES=%zu on rank %d is too small (at least %d)",
+               cc->buffer_bytes, comm->rank,
+               QCOLL_IPC_HEADER_BYTES + 2 * QCOLL_IPC_REGION_ALIGN);
+    return;
+  }
+  if ((err = cudaMalloc((void **)&cc->buffer, cc->buffer_bytes)) !=
+      cudaSuccess) {
+    cc->buffer = NULL;
+    what = "cudaMalloc of the IPC buffer (QCOLL_IPC_BYTES)";
+    goto fail;
+  }
+  /* Zero flags, epochs, abort word and scratch: zeroed flags never match an
+   * epoch, since kernels skip epoch 0. */
+  if ((err = cudaMemsetAsync(cc->buffer, 0, QCOLL_IPC_HEADER_BYTES, s)) !=
+          cudaSuccess ||
+      (err = cudaStreamSynchronize(s)) != cudaSuccess) {
+    what = "zeroing the IPC flags";
+    goto fail;
+  }
+  void *words = NULL;
+  if ((err = cudaHostAlloc(&words, 2 * sizeof(unsigned long long),
+                           cudaHostAllocMapped | cudaHostAllocPortable)) !=
+      cudaSuccess) {
+    what = "cudaHostAlloc of the error word";
+    goto fail;
+  }
+  cc->host_words = words;
+  cc->host_words[0] = 0;
+  cc->host_words[1] = 0;
+  if ((err = cudaHostGetDevicePointer((void **)&cc->host_words_dev, words,
+                                      0)) != cudaSuccess) {
+    what = "cudaHostGetDevicePointer of the error word";
+    goto fail;
+  }
+  if ((err = cudaIpcGetMemHandle(&rec->handle, cc->buffer)) != cudaSuccess) {
+    what = "cudaIpcGetMemHandle";
+    goto fail;
+  }
+  rec->base = (uint64_t)(uintptr_t)cc->buffer;
+  rec->ready = 1;
+  return;
+fail:
+  (void)cudaGetLastError();
+  set_reason(rec->reason, "rank %d: %s on device %d failed: %s (%s)",
+             comm->rank, what, comm->device, cudaGetErrorName(err),
+             cudaGetErrorString(err));
+}
+
+/* Map peer p's buffer.  Same process: its address is valid here (peer
+ * access enabled when it is another device); else open its IPC handle. */
+static bool map_peer(qcoll_comm_t comm, const ipc_record_t *recs, int p,
+                     char *why) {
+  struct qcoll__cuda_comm *cc = comm->cuda;
+  const ipc_record_t *me = &recs[comm->rank], *peer = &recs[p];
+  cudaError_t err;
+  if (same_process(me, peer)) {
+    if (peer->device != comm->device) {
+      int can = 0;
+      err = cudaDeviceCanAccessPeer(&can, comm->device, peer->device);
+      if (err != cudaSuccess || !can) {
+        (void)cudaGetLastError();
+        set_reason(why,
+                   "rank %d (device %d) cannot access rank %d's device %d "
+                   "(same process): no peer access",
+                   comm->rank, comm->device, p, peer->device);
+        return false;
+      }
+      err = cudaDeviceEnablePeerAccess(peer->device, 0);
+      if (err == cudaErrorPeerAccessAlreadyEnabled) {
+        (void)cudaGetLastError();
+      } else if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        set_reason(why, "rank %d: cudaDeviceEnablePeerAccess(%d) failed: %s",
+                   comm->rank, peer->device, cudaGetErrorString(err));
+        return false;
+      }
+    }
+    cc->peers[p] = (char *)(uintptr_t)peer->base;
+    return true;
+  }
+  void *ptr = NULL;
+  err = registry_open(comm->device, &peer->handle, &ptr);
+  if (err != cudaSuccess) {
+    set_reason(why,
+               "rank %d (pid %lld) could not open rank %d's IPC handle "
+               "(pid %lld, device %d): %s (%s)",
+               comm->rank, (long long)me->pid, p, (long long)peer->pid,
+               peer->device, cudaGetErrorName(err), cudaGetErrorString(err));
+    return false;
+  }
+  cc->peers[p] = ptr;
+  cc->peer_opened[p] = true;
+  return true;
+}
+
+/* Write a pattern into every mapped peer's slot for this rank and read it
+ * back through the mapping.  Failures go to why. */
+static bool probe_peers(qcoll_comm_t comm, const ipc_record_t *recs,
+                        cudaStream_t s, char *why) {
+  struct qcoll__cuda_comm *cc = comm->cuda;
+  unsigned *scratch = (unsigned *)(cc->buffer + QCOLL_IPC_SCRATCH_OFFSET);
+  unsigned mismatches[QCOLL_IPC_MAX_RANKS] = {0};
+  cudaError_t err = cudaMemsetAsync(scratch, 0, sizeof mismatches, s);
+  for (int p = 0; p < comm->nranks && err == cudaSuccess; p++) {
+    if (p == comm->rank || !cc->peers[p]) continue;
+    err = qcoll__cuda_ipc_probe_launch(probe_slot(cc->peers[p], comm->rank),
+                                       probe_seed_for(&recs[comm->rank], p),
+                                       scratch + p, s);
+  }
+  if (err == cudaSuccess)
+    err = cudaMemcpyAsync(mismatches, scratch, sizeof mismatches,
+                          cudaMemcpyDeviceToHost, s);
+  if (err == cudaSuccess) err = cudaStreamSynchronize(s);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    set_reason(why,
+               "rank %d: writing the check pattern into peers' buffers "
+               "failed: %s (%s)",
+               comm->rank, cudaGetErrorName(err), cudaGetErrorString(err));
+    return false;
+  }
+  bool ok = true;
+  for (int p = 0; p < comm->nranks; p++) {
+    if (mismatches[p] == 0) continue;
+    set_reason(why,
+               "rank %d wrote %d words into rank %d's buffer through the "
+               "mapping and read back %u different ones: peer writes are lost",
+               comm->rank, QCOLL_IPC_PROBE_WORDS, p, mismatches[p]);
+    ok = false;
+  }
+  return ok;
+}
+
+/* After every rank has probed: check what each peer wrote into this
+ * rank's own buffer. */
+static bool check_arrivals(qcoll_comm_t comm, const ipc_record_t *recs,
+                           const bool *peer_mapped_by_all, cudaStream_t s,
+                           char *why) {
+  struct qcoll__cuda_comm *cc = comm->cuda;
+  uint32_t got[QCOLL_IPC_MAX_RANKS][QCOLL_IPC_PROBE_WORDS];
+  cudaError_t err = cudaMemcpyAsync(got, cc->buffer + QCOLL_IPC_PROBE_OFFSET,
+                                    sizeof got, cudaMemcpyDeviceToHost, s);
+  if (err == cudaSuccess) err = cudaStreamSynchronize(s);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    set_reason(why, "rank %d: reading its check slots failed: %s", comm->rank,
+               cudaGetErrorString(err));
+    return false;
+  }
+  bool ok = true;
+  for (int p = 0; p < comm->nranks; p++) {
+    if (p == comm->rank || !peer_mapped_by_all[p]) continue;
+    uint32_t seed = probe_seed_for(&recs[p], comm->rank);
+    for (uint32_t i = 0; i < QCOLL_IPC_PROBE_WORDS; i++) {
+      uint32_t want = qcoll__ipc_probe_word(seed, i);
+      if (got[p][i] == want) continue;
+      set_reason(why,
+                 "rank %d: word %u that rank %d wrote into this rank's "
+                 "buffer is 0x%08x, expected 0x%08x: peer writes are lost",
+                 comm->rank, i, p, got[p][i], want);
+      ok = false;
+      break;
+    }
+  }
+  return ok;
+}
+
+static void release_peers(qcoll_comm_t comm) {
+  struct qcoll__cuda_comm *cc = comm->cuda;
+  for (int p = 0; p < QCOLL_IPC_MAX_RANKS; p++) {
+    if (cc->peer_opened[p]) registry_close(comm, cc->device, cc->peers[p]);
+    cc->peer_opened[p] = false;
+    cc->peers[p] = NULL;
+  }
+}
+
+static void free_local(qcoll_comm_t comm) {
+  struct qcoll__cuda_comm *cc = comm->cuda;
+  if (cc->buffer) {
+    cudaError_t err = cudaFree(cc->buffer);
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();
+      QLOG_WARN(comm, CUDA, "cudaFree of the IPC buffer failed: %s",
+                cudaGetErrorString(err));
+    }
+    cc->buffer = NULL;
+  }
+  if (cc->host_words) {
+    if (cudaFreeHost((void *)cc->host_words) != cudaSuccess)
+      (void)cudaGetLastError();
+    cc->host_words = NULL;
+    cc->host_words_dev = NULL;
+  }
+}
+
+/* Grid limit for every rank: all blocks of all ranks sharing a GPU must be
+ * resident together, so each rank gets its GPU's resident blocks divided by
+ * the ranks on that GPU.  Computed from the exchanged records, so every rank
+ * gets the same answer. */
+static int agreed_max_grid(qcoll_comm_t comm, const ipc_record_t *recs,
+                           int *ranks_on_my_gpu) {
+  int limit = QCOLL_IPC_MAX_BLOCKS;
+  for (int r = 0; r < comm->nranks; r++) {
+    int sharing = 0;
+    for (int q = 0; q < comm->nranks; q++)
+      if (recs[q].host_index == recs[r].host_index &&
+          !memcmp(recs[q].uuid, recs[r].uuid, sizeof recs[r].uuid))
+        sharing++;
+    if (r == comm->rank) *ranks_on_my_gpu = sharing;
+    int share = recs[r].resident_blocks / sharing;
+    if (share < limit) limit = share;
+  }
+  return limit;
+}
+
+/* ---- public entry points ------------------------------------------------- */
+
+qcoll_status_t qcoll__cuda_comm_init(qcoll_comm_t comm) {
+  qcoll_status_t st = QCOLL_OK;
+  struct qcoll__cuda_comm *cc = calloc(1, sizeof *cc);
+  if (!cc)
+    return qcoll__error(comm, QCOLL_ERR_OUT_OF_MEMORY,
+                        "cannot allocate the CUDA state of the communicator");
+  cc->device = comm->device;
+  comm->cuda = cc;
+
+  /* Decisions every rank makes alike from what it already shares. */
+  if (comm->nhosts > 1) {
+    mark_unusable(comm, false, "the communicator spans %d hosts", comm->nhosts);
+    return QCOLL_OK;
+  }
+  if (comm->nranks < 1 || comm->nranks > QCOLL_IPC_MAX_RANKS) {
+    mark_unusable(comm, false,
+                  "world size %d is outside the IPC kernels' 1..%d",
+                  comm->nranks, QCOLL_IPC_MAX_RANKS);
+    return QCOLL_OK;
+  }
+  const size_t nranks = (size_t)comm->nranks;
+
+  enum cudaStreamCaptureMode saved_mode = relax_capture_mode();
+  cudaStream_t s = NULL;
+  ipc_record_t *recs = calloc(nranks, sizeof *recs);
+  ipc_verdict_t *verdicts = calloc(nranks, sizeof *verdicts);
+  bool mapped_by_all[QCOLL_IPC_MAX_RANKS] = {false};
+  if (!recs || !verdicts) {
+    st = qcoll__error(comm, QCOLL_ERR_OUT_OF_MEMORY,
+                      "cannot allocate the CUDA IPC exchange records");
+    goto out;
+  }
+  /* A private non-blocking stream: init work neither waits for nor delays
+   * the application's (or another rank's) kernels. */
+  cudaError_t err = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    s = NULL;
+    set_reason(recs[comm->rank].reason, "rank %d: cudaStreamCreate failed: %s",
+               comm->rank, cudaGetErrorString(err));
+  } else {
+    setup_local(comm, s, &recs[comm->rank]);
+  }
+  QCHECK(qcoll__bootstrap_allgather(comm->bootstrap, recs, sizeof *recs));
+
+  for (int r = 0; r < comm->nranks; r++) {
+    if (!recs[r].ready) {
+      mark_unusable(
+          comm, true, "%s",
+          recs[r].reason[0] ? recs[r].reason : "a rank could not set up IPC");
+      goto unusable_unmapped;
+    }
+    if (recs[r].buffer_bytes != recs[0].buffer_bytes) {
+      mark_unusable(comm, true,
+                    "QCOLL_IPC_BYTES differs between ranks (%llu on rank 0, "
+                    "%llu on rank %d)",
+                    (unsigned long long)recs[0].buffer_bytes,
+                    (unsigned long long)recs[r].buffer_bytes, r);
+      goto unusable_unmapped;
+    }
+  }
+  int max_grid = agreed_max_grid(comm, recs, &cc->ranks_on_gpu);
+  if (max_grid < 1) {
+    mark_unusable(comm, true,
+                  "too many ranks share a GPU (%d on this one) for "
+                  "every rank to keep one all-reduce block resident",
+                  cc->ranks_on_gpu);
+    goto unusable_unmapped;
+  }
+
+  /* Map every peer, check each mapping, then agree. */
+  ipc_verdict_t *mine = &verdicts[comm->rank];
+  mine->ok = 1;
+  cc->peers[comm->rank] = cc->buffer;
+  for (int p = 0; p < comm->nranks; p++)
+    if (p != comm->rank && !map_peer(comm, recs, p, mine->reason)) mine->ok = 0;
+  if (!probe_peers(comm, recs, s, mine->reason)) mine->ok = 0;
+  /* Which ranks mapped everyone (and so wrote their pattern to us): a rank
+   * whose mapping failed wrote nothing, and is reported by itself. */
+  {
+    int32_t *mapped = calloc(nranks, sizeof *mapped);
+    if (!mapped) {
+      st = qcoll__error(comm, QCOLL_ERR_OUT_OF_MEMORY, "out of memory");
+      goto out;
+    }
+    bool all = true;
+    for (int p = 0; p < comm->nranks; p++)
+      if (p != comm->rank && !cc->peers[p]) all = false;
+    mapped[comm->rank] = all;
+    st = qcoll__bootstrap_allgather(comm->bootstrap, mapped, sizeof *mapped);
+    for (int p = 0; p < comm->nranks && st == QCOLL_OK; p++)
+      mapped_by_all[p] = mapped[p] != 0;
+    free(mapped);
+    if (st != QCOLL_OK) goto out;
+  }
+  /* The allgather above is also the barrier after which every pattern has
+   * been written (each rank synchronised its probes before joining it). */
+  if (!check_arrivals(comm, recs, mapped_by_all, s, mine->reason)) mine->ok = 0;
+  QCHECK(
+      qcoll__bootstrap_allgather(comm->bootstrap, verdicts, sizeof *verdicts));
+
+  for (int r = 0; r < comm->nranks; r++) {
+    if (verdicts[r].ok) continue;
+    mark_unusable(comm, true, "%s", verdicts[r].reason);
+    for (int q = r + 1; q < comm->nranks; q++)
+      if (!verdicts[q].ok)
+        QLOG_WARN(comm, CUDA, "CUDA IPC check also failed: %s",
+                  verdicts[q].reason);
+    /* Nobody touches another rank's buffer any more; close our mappings,
+     * and free our buffer once everyone has closed theirs. */
+    release_peers(comm);
+    QCHECK(qcoll__bootstrap_barrier(comm->bootstrap));
+    free_local(comm);
+    goto out;
+  }
+
+  qcoll__ipc_view_t *v = &cc->view;
+  memset(v, 0, sizeof *v);
+  for (int p = 0; p < comm->nranks; p++) v->bases[p] = cc->peers[p];
+  v->error_word = cc->host_words_dev;
+  v->host_abort = cc->host_words_dev + 1;
+  v->region_bytes = qcoll__ipc_region_bytes(cc->buffer_bytes);
+  /* timeout_s may be huge ("never"): clamp rather than overflow. */
+  v->timeout_ns = comm->timeout_s >= 1.8e10
+                      ? 18000000000000000000ull
+                      : (unsigned long long)(comm->timeout_s * 1e9);
+  v->rank = comm->rank;
+  v->nranks = comm->nranks;
+  v->max_grid = max_grid;
+  cc->oneshot_max_bytes = qcoll__env_bytes("QCOLL_ONESHOT_MAX_BYTES");
+  cc->usable = true;
+  QLOG_INFO(comm, CUDA,
+            "CUDA IPC ready: %d ranks, %d on this GPU, grid <= %d blocks, "
+            "2 regions of %zu KiB, one-shot up to %zu bytes",
+            comm->nranks, cc->ranks_on_gpu, max_grid, v->region_bytes >> 10,
+            cc->oneshot_max_bytes);
+  goto out;
+
+unusable_unmapped:
+  /* Nobody opened anything: every rank took this branch on the same data. */
+  free_local(comm);
+out:
+  if (s && cudaStreamDestroy(s) != cudaSuccess) (void)cudaGetLastError();
+  restore_capture_mode(saved_mode);
+  free(recs);
+  free(verdicts);
+  return st;
+}
+
+void qcoll__cuda_comm_destroy(qcoll_comm_t comm) {
+  struct qcoll__cuda_comm *cc = comm->cuda;
+  if (!cc) return;
+  enum cudaStreamCaptureMode saved_mode = relax_capture_mode();
+  if (cc->buffer) {
+    /* Our kernels may still run on the caller's streams; they finish
+     * within the deadline (every device wait has one) or promptly after an
+     * abort.  Once they are done, no peer reads or writes our buffer any
+     * more: every access a peer makes to it precedes a flag we waited for.
+     * Graphs captured earlier hold no pending work, so nothing here waits on
+     * a captured stream. */
+    cudaError_t err = cudaDeviceSynchronize();
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();
+      QLOG_WARN(comm, CUDA,
+                "cudaDeviceSynchronize before freeing the IPC "
+                "buffer failed: %s",
+                cudaGetErrorString(err));
+    }
+  }
+  release_peers(comm);
+  free_local(comm);
+  restore_capture_mode(saved_mode);
+  free(cc);
+  comm->cuda = NULL;
+}
+
+bool qcoll__cuda_ipc_usable(qcoll_comm_t comm) {
+  return comm->cuda && comm->cuda->usable;
+}
+
+void qcoll__cuda_signal_abort(qcoll_comm_t comm) {
+  struct qcoll__cuda_comm *cc = comm->cuda;
+  if (cc && cc->host_words) cc->host_words[1] = 1;
+}
+
+qcoll_status_t qcoll__cuda_poll_async_error(qcoll_comm_t comm) {
+  struct qcoll__cuda_comm *cc = comm->cuda;
+  if (!cc || !cc->host_words) return QCOLL_OK;
+  uint64_t w = __atomic_load_n((const unsigned long long *)&cc->host_words[0],
+                               __ATOMIC_ACQUIRE);
+  if (w == 0) return QCOLL_OK;
+  unsigned kind = (unsigned)(w >> 56) & 0xffu;
+  int block = (int)((w >> 40) & 0xffffu);
+  int phase = (int)((w >> 32) & 0xffu);
+  int peer = (int)((w >> 16) & 0xffu);
+  int rank = (int)(w & 0xffu);
+  switch (kind) {
+    case QCOLL_IPC_ERR_TIMEOUT:
+      return qcoll__error(
+          comm, QCOLL_ERR_TIMEOUT,
+          "GPU all-reduce on rank %d: block %d waited more than "
+          "%.1f s (QCOLL_TIMEOUT) for rank %d at barrier %d",
+          rank, block, comm->timeout_s, peer, phase);
+    case QCOLL_IPC_ERR_PEER_ABORTED:
+      return qcoll__error(
+          comm, QCOLL_ERR_PEER_FAILURE,
+          "GPU all-reduce on rank %d: block %d stopped at barrier "
+          "%d because rank %d gave up (its wait timed out or it "
+          "was aborted)",
+          rank, block, phase, peer);
+    case QCOLL_IPC_ERR_ABORTED:
+      return qcoll__error(
+          comm, QCOLL_ERR_ABORTED,
+          "GPU all-reduce on rank %d: block %d stopped at barrier "
+          "%d (waiting for rank %d): the communicator was aborted",
+          rank, block, phase, peer);
+    default:
+      return qcoll__error(
+          comm, QCOLL_ERR_INTERNAL,
+          "GPU all-reduce reported an unknown error word 0x%016llx",
+          (unsigned long long)w);
+  }
+}
+
+qcoll_status_t qcoll__cuda_all_reduce(qcoll_comm_t comm, const void *sendbuf,
+                                      void *recvbuf, size_t count,
+                                      qcoll_dtype_t dtype, qcoll_op_t op,
+                                      void *stream, qcoll_algo_t algo,
+                                      qcoll_quant_t quant) {
+  struct qcoll__cuda_comm *cc = comm->cuda;
+  if (!cc || !cc->usable)
+    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
+                        "CUDA IPC is not usable on this communicator: %s",
+                        cc && cc->reason[0] ? cc->reason : "not initialised");
+  if (quant != QCOLL_QUANT_NONE && quant != QCOLL_QUANT_DEFAULT)
+    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
+                        "quantised transfer (%s) is not available in the CUDA "
+                        "IPC all-reduce",
+                        qcoll_quant_name(quant));
+  if (!qcoll__cuda_all_reduce_supported(dtype, op))
+    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
+                        "the CUDA IPC all-reduce supports f16, bf16 and f32 "
+                        "with sum, min and max, not %s/%s",
+                        qcoll_dtype_name(dtype), qcoll_op_name(op));
+  size_t elem = qcoll_dtype_size(dtype);
+  qcoll__ipc_algo_t ipc_algo;
+  switch (algo) {
+    case QCOLL_ALGO_AUTO:
+      ipc_algo = count * elem <= cc->oneshot_max_bytes ? QCOLL_IPC_ONESHOT
+                                                       : QCOLL_IPC_TWOSHOT;
+      break;
+    case QCOLL_ALGO_ONESHOT: ipc_algo = QCOLL_IPC_ONESHOT; break;
+    case QCOLL_ALGO_TWOSHOT: ipc_algo = QCOLL_IPC_TWOSHOT; break;
+    default:
+      return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
+                          "the CUDA IPC all-reduce does not run algorithm %s",
+                          qcoll_algo_name(algo));
+  }
+  /* A kernel of an earlier call gave up: the ranks' flags no longer agree,
+   * so launching more would only time out again. */
+  qcoll_status_t st = qcoll__cuda_poll_async_error(comm);
+  if (st != QCOLL_OK) return st;
+  if (count == 0) return QCOLL_OK;
+
+  const size_t chunk = qcoll__cuda_all_reduce_chunk_elems(&cc->view, dtype);
+  const size_t chunks = (count + chunk - 1) / chunk;
+  for (size_t k = 0; k < chunks; k++) {
+    size_t offset = k * chunk;
+    size_t n = QCOLL_MIN(chunk, count - offset);
+    cudaError_t err = qcoll__cuda_all_reduce_launch(
+        &cc->view, ipc_algo, (const char *)sendbuf + offset * elem,
+        (char *)recvbuf + offset * elem, n, dtype, op, (cudaStream_t)stream);
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();
+      return qcoll__error(
+          comm, QCOLL_ERR_CUDA,
+          "launching the %s all-reduce kernel (chunk %zu of %zu, "
+          "%zu %s elements) on device %d failed: %s (%s)",
+          ipc_algo == QCOLL_IPC_ONESHOT ? "one-shot" : "two-shot", k + 1,
+          chunks, n, qcoll_dtype_name(dtype), comm->device,
+          cudaGetErrorName(err), cudaGetErrorString(err));
+    }
+  }
+  QLOG_TRACE(
+      comm, COLL, "all-reduce %zu x %s %s: %s, %zu launch(es) on stream %p",
+      count, qcoll_dtype_name(dtype), qcoll_op_name(op),
+      ipc_algo == QCOLL_IPC_ONESHOT ? "one-shot" : "two-shot", chunks, stream);
+  return QCOLL_OK;
+}
+
+#endif /* QCOLL_HAVE_CUDA */

@@ -1,0 +1,48 @@
+/* The helpers that call the library (gpu_test.c needs only CUDA). */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "gpu_test.h"
+
+static int device = -1;
+
+const char *gt_last_error(qcoll_comm_t comm) {
+  const char *m = comm ? qcoll_comm_last_error(comm) : "";
+  return m && *m ? m : qcoll_last_error();
+}
+
+void gt_qcoll_die(qcoll_comm_t comm, const char *what, qcoll_status_t st,
+                  int line) {
+  gt_fail("line %d: %s returned %d (%s): %s", line, what, (int)st,
+          qcoll_status_string(st), gt_last_error(comm));
+  exit(1);
+}
+
+static int env_int(const char *name, int fallback) {
+  const char *v = getenv(name);
+  return v && *v ? atoi(v) : fallback;
+}
+
+qcoll_comm_t gt_init(void) {
+  int count = 0;
+  GT_CUDA(cudaGetDeviceCount(&count));
+  int local = env_int("QCOLL_LOCAL_RANK", env_int("QCOLL_RANK", 0));
+  device = local % count;
+  GT_CUDA(cudaSetDevice(device));
+  qcoll_comm_t comm = NULL;
+  GT_QCOLL(NULL, qcoll_comm_init_env(&comm, NULL));
+  GT_QCOLL(comm, qcoll_comm_rank(comm, &gt_rank));
+  GT_QCOLL(comm, qcoll_comm_size(comm, &gt_nranks));
+  int comm_dev = -99;
+  GT_QCOLL(comm, qcoll_comm_device(comm, &comm_dev));
+  if (comm_dev != device) {
+    gt_fail("the communicator's device is %d, expected %d (current at init)",
+            comm_dev, device);
+    exit(1);
+  }
+  return comm;
+}
+
+int gt_device(void) {
+  return device;
+}
