@@ -460,7 +460,7 @@ static qcoll_status_t run_gpu(qcoll_comm_t comm, const call_t *c) {
   qcoll__path_t path = choose_path(comm, c, nccl_ok);
   if (path == QCOLL__PATH_NCCL && !is_p2p(c->kind)) {
     void *nccl_comm = NULL;
-    st = qcoll__nccl_comm_get(comm, &nccl_comm);
+    st = qcoll__nccl_comm_prepare(comm, c->stream, &nccl_comm);
     if (st == QCOLL_ERR_UNSUPPORTED && !forced)
       path = choose_path(comm, c, false);
     else if (st != QCOLL_OK)

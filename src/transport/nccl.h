@@ -7,8 +7,8 @@
  * then nothing else: an explicit path is the user's choice, and quietly
  * loading some other copy could give the ranks of one job different NCCL
  * versions.  Otherwise "libnccl.so.2" through the dynamic linker's search
- * (which also finds a copy already loaded, e.g. PyTorch's), then the CUDA
- * toolkit's lib64, then the copy a PyTorch wheel bundles
+ * (which also finds a copy a Python framework has already loaded), then
+ * the CUDA toolkit's lib64, then NCCL's Python wheel
  * (site-packages/nvidia/nccl/lib) under PYTHONPATH, VIRTUAL_ENV,
  * CONDA_PREFIX and the usual system and user prefixes.  A library that is
  * missing, older than 2.18 or lacks a symbol makes NCCL "unavailable" with
@@ -22,7 +22,12 @@
  * some rank, two ranks on one GPU, NCCL's init failed or passed its
  * deadline on some rank).  The outcome is then remembered, so later calls
  * answer at once, identically on every rank, and core may use it to pick
- * another path without the ranks diverging.
+ * another path without the ranks diverging.  Ranks of one host on one GPU
+ * (same PCI bus id) are refused before NCCL is asked, unless every rank
+ * sets NCCL's own opt-in NCCL_MULTI_RANK_GPU_ENABLE=1 (NCCL then decides).
+ * The first NCCL collective must not be captured into a CUDA graph (NCCL's
+ * init allocates device memory): such a call is declined without changing
+ * the state, so a later uncaptured one creates the communicator.
  *
  * NCCL runs in non-blocking mode so that nothing it does can outlive the
  * communicator's deadline: init and every call that returns "in progress"
@@ -140,6 +145,14 @@ int qcoll__nccl_op(qcoll_op_t op);
  * may then pick another path.  Bootstrap failures (timeout, peer died,
  * abort) return their own status and mark comm broken. */
 qcoll_status_t qcoll__nccl_comm_get(qcoll_comm_t comm, void **nccl_comm);
+/* qcoll__nccl_comm_get() for a call on `stream`: while the NCCL
+ * communicator does not exist yet and stream is being captured into a CUDA
+ * graph, returns QCOLL_ERR_UNSUPPORTED without changing anything (NCCL's
+ * init cannot run inside a capture), so the caller serves this call another
+ * way and a later uncaptured call creates the communicator.  Collective
+ * like qcoll__nccl_comm_get(); this is the one core should call. */
+qcoll_status_t qcoll__nccl_comm_prepare(qcoll_comm_t comm, void *stream,
+                                        void **nccl_comm);
 typedef enum qcoll__nccl_state {
   QCOLL__NCCL_UNTRIED = 0, /* qcoll__nccl_comm_get() not called yet */
   QCOLL__NCCL_READY = 1,   /* a working NCCL communicator */
