@@ -1,14 +1,17 @@
 /*
  * Host shared-memory transport.
  *
- * Segment.  The lowest local rank creates a POSIX shm object with a random
- * 128-bit name (O_CREAT|O_EXCL, mode 0600), sizes it, reserves its pages
- * (posix_fallocate, so a too-small /dev/shm is an error at init and not a
+ * Segment.  The lowest local rank creates an anonymous memory file
+ * (memfd_create: it never has a name in /dev/shm, so a rank killed at any
+ * moment, even during init, leaves nothing behind), sizes it, reserves its
+ * pages (posix_fallocate, so a lack of memory is an error at init and not a
  * SIGBUS in the middle of a collective), writes the header and publishes
- * the name through the bootstrap.  The other local ranks open and map it;
- * after a second bootstrap exchange (everyone has mapped it, or failed) the
- * creator unlinks it, so from then on nothing is left behind whatever
- * happens to the processes.  Layout, all offsets in the header:
+ * /proc/<its pid>/fd/<fd> through the bootstrap.  The other local ranks
+ * open that path (same user, same pid namespace) and map it; after a second
+ * bootstrap exchange (everyone has mapped it, or failed) the creator closes
+ * its descriptor.  The memory lives as long as a mapping does.  The name
+ * "/qcoll-<128 random bits>" only labels the segment in logs and in
+ * /proc/<pid>/maps.  Layout, all offsets in the header:
  *
  *   control     header, abort word, barrier counter, sleeper count
  *   ranks       one cache line per local rank: pid, pid namespace, barrier
@@ -142,6 +145,7 @@ struct qcoll__shm {
   double next_liveness;
   const char *activity; /* the collective in progress, for messages */
   char name[NAME_MAX_LEN];
+  int creator_fd; /* the memfd, held by the creator until all have mapped */
 };
 
 /* What a wait is for, described only when it fails. */
@@ -644,23 +648,19 @@ static qcoll_status_t map_fd(qcoll_comm_t comm, qcoll__shm_t *shm, int fd,
 }
 
 static qcoll_status_t create_segment(qcoll_comm_t comm, qcoll__shm_t *shm,
-                                     bool *created) {
+                                     char *path, size_t path_len) {
   plan_t plan;
   if (!plan_layout(comm->local_size, &plan))
     return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
                         "host shared memory for %d local ranks overflows",
                         comm->local_size);
-  int fd = -1;
-  for (int attempt = 0; fd < 0 && attempt < 8; attempt++) {
-    random_name(shm->name, sizeof shm->name);
-    fd = shm_open(shm->name, O_RDWR | O_CREAT | O_EXCL, 0600);
-    if (fd < 0 && errno != EEXIST) break;
-  }
+  random_name(shm->name, sizeof shm->name);
+  int fd = memfd_create(shm->name + 1, MFD_CLOEXEC);
   if (fd < 0)
     return qcoll__error(comm, QCOLL_ERR_SYSTEM,
-                        "shm_open(%s, O_CREAT|O_EXCL) failed: %s", shm->name,
-                        strerror(errno));
-  *created = true;
+                        "memfd_create(%s) for host shared memory failed: %s",
+                        shm->name, strerror(errno));
+  snprintf(path, path_len, "/proc/%d/fd/%d", (int)getpid(), fd);
   qcoll_status_t st = QCOLL_OK;
   if (ftruncate(fd, (off_t)plan.total) != 0) {
     st = qcoll__error(comm, QCOLL_ERR_SYSTEM,
@@ -691,18 +691,23 @@ static qcoll_status_t create_segment(qcoll_comm_t comm, qcoll__shm_t *shm,
   h->pairs_offset = plan.pairs_offset;
   h->magic = SHM_MAGIC;
 out:
-  close(fd);
+  if (st == QCOLL_OK)
+    shm->creator_fd = fd;
+  else
+    close(fd);
   return st;
 }
 
 static qcoll_status_t open_segment(qcoll_comm_t comm, qcoll__shm_t *shm,
-                                   const char *name) {
+                                   const char *name, const char *path) {
   snprintf(shm->name, sizeof shm->name, "%s", name);
-  int fd = shm_open(shm->name, O_RDWR, 0);
+  int fd = open(path, O_RDWR | O_CLOEXEC);
   if (fd < 0)
     return qcoll__error(comm, QCOLL_ERR_SYSTEM,
-                        "shm_open(%s) of local rank 0's segment failed: %s",
-                        shm->name, strerror(errno));
+                        "opening local rank 0's shared memory %s at %s failed: "
+                        "%s (ranks of one host must run as the same user in "
+                        "the same pid namespace, or set QCOLL_HOST_ID apart)",
+                        shm->name, path, strerror(errno));
   struct stat sb;
   qcoll_status_t st = QCOLL_OK;
   if (fstat(fd, &sb) != 0 || sb.st_size < (off_t)sizeof(shm_ctl_t)) {
@@ -799,17 +804,26 @@ static void free_shm(qcoll__shm_t *shm) {
   free(shm);
 }
 
+/* Every local rank has mapped the segment (or failed): the creator's
+ * descriptor, the only way in, can go. */
+static void release_creator_fd(qcoll__shm_t *shm) {
+  if (!shm || shm->creator_fd < 0) return;
+  close(shm->creator_fd);
+  shm->creator_fd = -1;
+}
+
 /* What each rank tells the others during setup (bootstrap all-gather). */
 typedef struct offer {
   int32_t ok;
   int32_t unused;
   char name[NAME_MAX_LEN];
+  char path[NAME_MAX_LEN];
 } offer_t;
 
 qcoll_status_t qcoll__shm_init(qcoll_comm_t comm) {
   qcoll_status_t st = QCOLL_OK, local = QCOLL_OK;
-  bool created = false;
   qcoll__shm_t *shm = calloc(1, sizeof *shm);
+  if (shm) shm->creator_fd = -1;
   offer_t *offers = calloc((size_t)comm->nranks, sizeof *offers);
   if (!shm || !offers) {
     /* Without offers this rank cannot take part in the exchange; the
@@ -822,16 +836,20 @@ qcoll_status_t qcoll__shm_init(qcoll_comm_t comm) {
   bool creator = comm->local_rank == 0;
 
   if (local == QCOLL_OK && creator) {
-    local = create_segment(comm, shm, &created);
+    local = create_segment(comm, shm, mine->path, sizeof mine->path);
     mine->ok = local == QCOLL_OK;
     snprintf(mine->name, sizeof mine->name, "%s", shm->name);
   }
-  if (!offers) return local; /* cannot even exchange; peers time out */
+  if (!offers) { /* cannot even exchange; peers time out */
+    release_creator_fd(shm);
+    free_shm(shm);
+    return local;
+  }
   QCHECK(qcoll__bootstrap_allgather(comm->bootstrap, offers, sizeof *offers));
   if (local == QCOLL_OK && !creator) {
     const offer_t *o = &offers[comm->local_ranks[0]];
     if (o->ok)
-      local = open_segment(comm, shm, o->name);
+      local = open_segment(comm, shm, o->name, o->path);
     else
       local = qcoll__error(comm, QCOLL_ERR_SYSTEM,
                            "rank %d could not create the host's shared "
@@ -845,7 +863,7 @@ qcoll_status_t qcoll__shm_init(qcoll_comm_t comm) {
   memset(offers, 0, (size_t)comm->nranks * sizeof *offers);
   offers[comm->rank].ok = local == QCOLL_OK;
   st = qcoll__bootstrap_allgather(comm->bootstrap, offers, sizeof *offers);
-  if (created) shm_unlink(shm->name);
+  release_creator_fd(shm);
   if (st != QCOLL_OK) goto out;
   if (local != QCOLL_OK) {
     st = local;
@@ -870,7 +888,7 @@ qcoll_status_t qcoll__shm_init(qcoll_comm_t comm) {
   shm = NULL;
 out:
   if (st == QCOLL_OK && local != QCOLL_OK) st = local;
-  if (created && shm && st != QCOLL_OK) shm_unlink(shm->name);
+  release_creator_fd(shm);
   free_shm(shm);
   free(offers);
   return st;
