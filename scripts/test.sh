@@ -1,20 +1,38 @@
 #!/usr/bin/env bash
-# Build qcoll and run every test: the C tests through CTest (unit, bootstrap,
-# host back end, codecs, tools; GPU tests run when a GPU is present and are
-# skipped with a printed reason otherwise) and a second build with
-# AddressSanitizer + UndefinedBehaviorSanitizer running the same host tests.
+# Build qcoll and run every test:
+#   1. the release build (with the CUDA back end when nvcc is found) and all
+#      of CTest: unit, bootstrap, host back end, codecs, NCCL loader, tools,
+#      reliability, Python; GPU tests run when a GPU is present and are
+#      skipped otherwise, with the reason printed below the summary;
+#   2. a host-only build with AddressSanitizer + UndefinedBehaviorSanitizer
+#      running the same host tests;
+#   3. a host-only build with ThreadSanitizer running them again;
+#   4. the bootstrap message fuzzer for QCOLL_FUZZ_SECONDS (default 30).
+# QCOLL_SKIP_SANITIZERS=1 and QCOLL_FUZZ_SECONDS=0 shorten a local run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 
-echo "# build and test (release)"
+echo "# 1. build and test (release)"
 QCOLL_BUILD_DIR=build scripts/build.sh
-(cd build && ctest --output-on-failure --timeout 600 -j 2)
+(cd build && ctest --output-on-failure --timeout 600 -j 2 -LE slow)
+echo "# reasons given by skipped tests:"
+(cd build && ctest -L gpu -V 2>&1 | grep -E "SKIP" | sed 's/^[0-9]*: //' | sort | uniq -c) || true
 
+host_tests() { # $1 build dir
+  (cd "$1" && ctest --output-on-failure --timeout 600 -j 2 -LE "gpu|python|slow|valgrind")
+}
 if [ "${QCOLL_SKIP_SANITIZERS:-0}" != 1 ]; then
-  echo "# build and test with address + undefined-behaviour sanitizers (host back end)"
+  echo "# 2. address + undefined-behaviour sanitizers (host back end)"
   QCOLL_BUILD_DIR=build-asan scripts/build.sh -DQCOLL_WITH_CUDA=OFF \
     -DQCOLL_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=Debug
-  (cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure \
-     --timeout 600 -j 2 -LE "gpu|python|slow")
+  ASAN_OPTIONS=detect_leaks=1 host_tests build-asan
+  echo "# 3. thread sanitizer (host back end)"
+  QCOLL_BUILD_DIR=build-tsan scripts/build.sh -DQCOLL_WITH_CUDA=OFF \
+    -DQCOLL_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug
+  TSAN_OPTIONS=halt_on_error=1 host_tests build-tsan
+fi
+if [ "${QCOLL_FUZZ_SECONDS:-30}" != 0 ]; then
+  echo "# 4. fuzzing the bootstrap message parsers"
+  QCOLL_FUZZ_SECONDS=${QCOLL_FUZZ_SECONDS:-30} scripts/fuzz.sh
 fi
