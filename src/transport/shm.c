@@ -26,9 +26,9 @@
  * for few ranks), one quarter for the pair buffers (each at most
  * QCOLL_P2P_BYTES), so 64 ranks fit in about QCOLL_SHM_BYTES.
  *
- * Waits.  A wait spins QCOLL_SPIN_US (not when the host has fewer CPUs than
- * local ranks: spinning would only steal the CPU from the rank being waited
- * for), then sleeps on a shared futex in slices of SLEEP_SLICE_NS.  Before
+ * Waits.  A wait polls for QCOLL_SPIN_US (busy when the host has at least
+ * as many CPUs as local ranks; otherwise yielding the CPU between polls, so
+ * the rank being waited for runs at once), then sleeps on a shared futex in slices of SLEEP_SLICE_NS.  Before
  * each sleep it checks, in order: this communicator's abort flag, the
  * shared abort word (set by a failing peer), every LIVENESS_PERIOD_S
  * whether a peer process has exited (pidfd, else kill(pid, 0)), and the
@@ -141,7 +141,8 @@ struct qcoll__shm {
   uint32_t *recv_seq; /* per local peer: next piece expected from it */
   struct pollfd *pidfds; /* per local peer; fd -1 when not watched that way */
   uint64_t my_pidns;
-  double spin_s;
+  double spin_s;   /* how long a wait polls before it sleeps */
+  bool busy_spin;  /* poll with a busy loop (else yield the CPU between polls) */
   double next_liveness;
   const char *activity; /* the collective in progress, for messages */
   char name[NAME_MAX_LEN];
@@ -377,13 +378,19 @@ static qcoll_status_t wait_word(qcoll_comm_t comm, _Atomic uint32_t *word,
   qcoll__shm_t *shm = comm->shm;
   double start = qcoll__now();
   qcoll__deadline_t deadline = {start + comm->timeout_s};
+  /* Poll before sleeping: a futex round trip costs tens of microseconds.
+   * With more ranks than CPUs, poll by yielding, so the rank being waited
+   * for gets the CPU at once. */
   if (shm->spin_s > 0) {
     double spin_end = start + shm->spin_s;
     for (;;) {
       for (int i = 0; i < 64; i++) {
         if (reached(atomic_load_explicit(word, memory_order_acquire), target))
           return QCOLL_OK;
-        cpu_relax();
+        if (shm->busy_spin)
+          cpu_relax();
+        else
+          sched_yield();
       }
       if (failure_flagged(comm) || qcoll__now() >= spin_end) break;
     }
@@ -737,12 +744,16 @@ static uint64_t pid_namespace(void) {
   return stat("/proc/self/ns/pid", &sb) == 0 ? (uint64_t)sb.st_ino : 0;
 }
 
+/* Whether this host has fewer CPUs than ranks on it.  The host's count,
+ * not this process's affinity mask: ranks pinned one per core must still
+ * spin. */
+static bool oversubscribed(int local_size) {
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  return cpus > 0 && local_size > cpus;
+}
+
 static double spin_seconds(int local_size) {
-  cpu_set_t set;
-  int cpus = 0;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) cpus = CPU_COUNT(&set);
-  if (cpus <= 0) cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
-  if (cpus > 0 && local_size > cpus) return 0;
+  (void)local_size;
   long long us = qcoll__env_int("QCOLL_SPIN_US");
   return us > 0 ? (double)us * 1e-6 : 0;
 }
@@ -762,6 +773,7 @@ static qcoll_status_t attach(qcoll_comm_t comm, qcoll__shm_t *shm) {
   shm->n = comm->local_size;
   shm->my_pidns = pid_namespace();
   shm->spin_s = spin_seconds(shm->n);
+  shm->busy_spin = !oversubscribed(shm->n);
   shm->send_seq = calloc((size_t)shm->n, sizeof *shm->send_seq);
   shm->recv_seq = calloc((size_t)shm->n, sizeof *shm->recv_seq);
   shm->pidfds = calloc((size_t)shm->n, sizeof *shm->pidfds);
