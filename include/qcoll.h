@@ -372,6 +372,12 @@ qcoll_status_t qcoll_env_describe(int i, const char **name,
 qcoll_status_t qcoll_selection_table_format(char *buf, size_t len,
                                             size_t *needed);
 
+/** Write what this process can use (the device runtime and how many CUDA
+ *  devices it sees; whether NCCL loaded, which version and from where, or
+ *  why not) as text into buf.  Same buffer rules as
+ *  qcoll_selection_table_format().  Used by qcoll-info. */
+qcoll_status_t qcoll_backends_describe(char *buf, size_t len, size_t *needed);
+
 #if defined(__GNUC__)
 #pragma GCC visibility pop
 #endif

@@ -240,6 +240,25 @@ static void aborted_comm_refuses_calls(void **state) {
   assert_int_equal(qcoll_comm_destroy(comm), QCOLL_OK);
 }
 
+static void describe_functions_fill_and_refuse_small_buffers(void **state) {
+  qcoll_status_t (*fns[])(char *, size_t, size_t *) = {
+      qcoll_selection_table_format, qcoll_backends_describe};
+  const char *must_contain[] = {"staged", "NCCL"};
+  for (int i = 0; i < 2; i++) {
+    size_t needed = 0;
+    assert_int_equal(fns[i](NULL, 0, &needed), QCOLL_ERR_INVALID_ARGUMENT);
+    assert_true(needed > 10);
+    char small[4];
+    assert_int_equal(fns[i](small, sizeof small, NULL), QCOLL_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(qcoll_last_error(), "too small"));
+    char *buf = malloc(needed);
+    assert_int_equal(fns[i](buf, needed, NULL), QCOLL_OK);
+    assert_int_equal(strlen(buf) + 1, needed);
+    assert_non_null(strstr(buf, must_contain[i]));
+    free(buf);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(status_strings_are_distinct),
@@ -252,6 +271,7 @@ int main(void) {
       cmocka_unit_test(single_rank_collectives_are_identities),
       cmocka_unit_test(bad_calls_are_refused_and_comm_stays_usable),
       cmocka_unit_test(aborted_comm_refuses_calls),
+      cmocka_unit_test(describe_functions_fill_and_refuse_small_buffers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -47,6 +47,21 @@ static void print_version(void) {
 /* What a communicator made here runs on: a one-rank communicator on the
  * current CUDA device reports its device (QCOLL_DEVICE_NONE without a
  * usable GPU). */
+/* Print the text a library describe function writes, indented. */
+static void print_text_block(qcoll_status_t (*describe)(char *, size_t, size_t *)) {
+  size_t needed = 0;
+  describe(NULL, 0, &needed);
+  char *buf = malloc(needed ? needed : 1);
+  if (!buf || describe(buf, needed, NULL) != QCOLL_OK) {
+    printf("  (unavailable: %s)\n", qcoll_last_error());
+    free(buf);
+    return;
+  }
+  for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n"))
+    printf("  %s\n", line);
+  free(buf);
+}
+
 static void print_devices(bool probe) {
   printf("\nDevices\n");
   if (!probe) {
@@ -67,12 +82,9 @@ static void print_devices(bool probe) {
       printf("  GPU:   none usable: communicators here run on host memory only\n");
     if (comm) qcoll_comm_destroy(comm);
   }
-  /* INFO HOOK: the public API does not report the CUDA runtime/driver
-   * versions, whether NCCL was found (and which library) or the algorithm
-   * selection table yet.  Print them here once it does. */
-  printf("  CUDA:  versions not reported by the library's API yet\n");
-  printf("  NCCL:  availability not reported by the library's API yet "
-         "(QCOLL_NCCL_LIB picks the library)\n");
+  print_text_block(qcoll_backends_describe);
+  printf("\nSelection table (which path serves a call)\n");
+  print_text_block(qcoll_selection_table_format);
 }
 
 static void print_env_table(void) {
