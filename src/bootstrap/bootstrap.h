@@ -11,7 +11,9 @@
  * connect in a ring (rank -> rank+1) for all-gather, broadcast and barrier.
  * Every message is length-prefixed and bounded; every read and accept has
  * a deadline; a connection that does not present the secret is dropped and
- * logged.
+ * logged.  A rank whose ring fails tells both neighbours why (a bounded
+ * failure report, passed on around the ring) before it shuts its sockets,
+ * so every rank reports the first failure rather than a closed connection.
  */
 #ifndef QCOLL_BOOTSTRAP_H
 #define QCOLL_BOOTSTRAP_H
@@ -69,8 +71,14 @@ qcoll_status_t qcoll__bootstrap_broadcast(qcoll__bootstrap_t *bs, void *data,
                                           size_t bytes, int root);
 qcoll_status_t qcoll__bootstrap_barrier(qcoll__bootstrap_t *bs);
 
-/* Unblock any wait in progress (called by abort, from any thread). */
+/* Unblock any wait in progress (called by abort, from any thread; never
+ * blocks).  The neighbours get a failure report "rank R aborted" and then
+ * see the ring close: from here when no collective is running, else from
+ * the collective, which wakes at once. */
 void qcoll__bootstrap_abort(qcoll__bootstrap_t *bs);
+/* Close the ring.  When the communicator is broken (a failure outside the
+ * ring) or aborted and the ring has not reported yet, the neighbours first
+ * get a failure report carrying the communicator's last error. */
 void qcoll__bootstrap_destroy(qcoll__bootstrap_t *bs);
 
 #ifdef __cplusplus

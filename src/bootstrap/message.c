@@ -44,6 +44,11 @@ static qcoll__msg_result_t refuse(char *why, const char *fmt, ...) {
   return QCOLL__MSG_INVALID;
 }
 
+/* Printable ASCII only: the text ends up in logs and error strings. */
+static char printable_or_mark(uint8_t c) {
+  return (c >= 0x20 && c < 0x7f) ? (char)c : '?';
+}
+
 bool qcoll__secret_equal(const uint8_t *a, const uint8_t *b) {
   /* Accumulate every difference so the time does not depend on where the
    * first wrong byte is. */
@@ -113,6 +118,7 @@ static const char *type_name(unsigned type) {
     case QCOLL__BOOT_MSG_ERROR: return "error";
     case QCOLL__BOOT_MSG_RING_HELLO: return "ring hello";
     case QCOLL__BOOT_MSG_DATA: return "data";
+    case QCOLL__BOOT_MSG_RING_ERROR: return "ring failure report";
   }
   return "unknown";
 }
@@ -290,11 +296,7 @@ static qcoll__msg_result_t decode_error(const uint8_t *buf, size_t len,
   if (n != len - QCOLL__BOOT_ERROR_MIN_BYTES)
     return refuse(why, "error text of %zu bytes in a frame with room for %zu",
                   n, len - QCOLL__BOOT_ERROR_MIN_BYTES);
-  /* The text ends up in logs and error strings: keep it printable. */
-  for (size_t i = 0; i < n; i++) {
-    uint8_t c = p[6 + i];
-    out->text[i] = (c >= 0x20 && c < 0x7f) ? (char)c : '?';
-  }
+  for (size_t i = 0; i < n; i++) out->text[i] = printable_or_mark(p[6 + i]);
   out->text[n] = '\0';
   return QCOLL__MSG_OK;
 }
@@ -361,6 +363,8 @@ qcoll__msg_result_t qcoll__msg_decode_data_hdr(const uint8_t *buf, size_t len,
   uint32_t magic = get_u32(buf);
   if (magic != QCOLL__BOOT_DATA_MAGIC)
     return refuse(why, "bad data magic 0x%08x", magic);
+  if (buf[5] == QCOLL__BOOT_MSG_RING_ERROR)
+    return refuse(why, "a failure report, not a data header");
   if (buf[4] != QCOLL__BOOT_VERSION || buf[5] != QCOLL__BOOT_MSG_DATA ||
       get_u32(buf + 12) != 0)
     return refuse(why, "malformed data header (version %u, type %u)", buf[4],
@@ -381,4 +385,77 @@ const char *qcoll__msg_data_kind_name(unsigned kind) {
     case QCOLL__BOOT_DATA_BARRIER: return "barrier";
   }
   return "unknown";
+}
+
+/* ---- ring failure report ------------------------------------------- */
+
+size_t qcoll__msg_encode_ring_error(int32_t reporter, const char *text,
+                                    uint8_t *buf, size_t cap) {
+  if (reporter < 0 || reporter >= QCOLL__BOOT_MAX_RANKS) return 0;
+  size_t n = text ? strnlen(text, QCOLL__BOOT_RING_ERRTEXT_MAX) : 0;
+  size_t frame = QCOLL__BOOT_RING_ERROR_MIN_BYTES + n;
+  if (cap < frame) return 0;
+  put_u32(buf, QCOLL__BOOT_DATA_MAGIC);
+  buf[4] = QCOLL__BOOT_VERSION;
+  buf[5] = QCOLL__BOOT_MSG_RING_ERROR;
+  put_u16(buf + 6, 0);
+  put_u32(buf + 8, (uint32_t)reporter);
+  put_u32(buf + 12, 0);
+  put_u64(buf + 16, n);
+  if (n) memcpy(buf + QCOLL__BOOT_RING_ERROR_MIN_BYTES, text, n);
+  return frame;
+}
+
+bool qcoll__msg_is_ring_error(const uint8_t *buf, size_t len) {
+  return len >= 6 && get_u32(buf) == QCOLL__BOOT_DATA_MAGIC &&
+         buf[5] == QCOLL__BOOT_MSG_RING_ERROR;
+}
+
+qcoll__msg_result_t qcoll__msg_peek_ring_error(const uint8_t *buf, size_t len,
+                                               size_t *frame_bytes, char *why) {
+  if (len < QCOLL__BOOT_RING_ERROR_MIN_BYTES) return QCOLL__MSG_INCOMPLETE;
+  uint32_t magic = get_u32(buf);
+  if (magic != QCOLL__BOOT_DATA_MAGIC)
+    return refuse(why, "bad ring magic 0x%08x", magic);
+  if (buf[5] != QCOLL__BOOT_MSG_RING_ERROR)
+    return refuse(why, "got a %s message (type %u), expected a %s",
+                  type_name(buf[5]), buf[5],
+                  type_name(QCOLL__BOOT_MSG_RING_ERROR));
+  if (buf[4] != QCOLL__BOOT_VERSION)
+    return refuse(why, "protocol version %u, this library speaks %u", buf[4],
+                  QCOLL__BOOT_VERSION);
+  if (get_u16(buf + 6) != 0 || get_u32(buf + 12) != 0)
+    return refuse(why, "reserved failure report bits set");
+  uint32_t reporter = get_u32(buf + 8);
+  if (reporter >= QCOLL__BOOT_MAX_RANKS)
+    return refuse(why, "failure report from rank %u, beyond the largest world",
+                  reporter);
+  uint64_t n = get_u64(buf + 16);
+  if (n > QCOLL__BOOT_RING_ERRTEXT_MAX)
+    return refuse(why, "failure report announces %llu bytes of text, at most "
+                  "%d allowed",
+                  (unsigned long long)n, QCOLL__BOOT_RING_ERRTEXT_MAX);
+  *frame_bytes = QCOLL__BOOT_RING_ERROR_MIN_BYTES + (size_t)n;
+  return QCOLL__MSG_OK;
+}
+
+qcoll__msg_result_t qcoll__msg_decode_ring_error(const uint8_t *buf,
+                                                 size_t len,
+                                                 qcoll__boot_ring_error_t *out,
+                                                 char *why) {
+  if (len < QCOLL__BOOT_RING_ERROR_MIN_BYTES)
+    return refuse(why, "failure report of %zu bytes is shorter than its header",
+                  len);
+  size_t frame = 0;
+  qcoll__msg_result_t r = qcoll__msg_peek_ring_error(buf, len, &frame, why);
+  if (r != QCOLL__MSG_OK) return r;
+  if (len != frame)
+    return refuse(why, "failure report of %zu bytes announces %zu", len,
+                  frame);
+  size_t n = frame - QCOLL__BOOT_RING_ERROR_MIN_BYTES;
+  out->reporter = (int32_t)get_u32(buf + 8);
+  for (size_t i = 0; i < n; i++)
+    out->text[i] = printable_or_mark(buf[QCOLL__BOOT_RING_ERROR_MIN_BYTES + i]);
+  out->text[n] = '\0';
+  return QCOLL__MSG_OK;
 }

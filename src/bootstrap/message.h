@@ -1,6 +1,7 @@
 /*
  * Wire formats of the bootstrap: the unique id, the rendezvous messages
- * (hello, ring address, error), the ring hello and the header of ring data.
+ * (hello, ring address, error), the ring hello, the header of ring data and
+ * the ring's failure report.
  *
  * Everything here is a pure function over a byte buffer: no sockets, no
  * allocation, no global state, so the parsers can be driven by a fuzzer.
@@ -46,7 +47,8 @@ typedef enum qcoll__boot_msg_type {
   QCOLL__BOOT_MSG_NEXT = 2,       /* root -> rank: where rank+1 listens */
   QCOLL__BOOT_MSG_ERROR = 3,      /* root -> rank: why the rendezvous failed */
   QCOLL__BOOT_MSG_RING_HELLO = 4, /* rank -> rank+1 */
-  QCOLL__BOOT_MSG_DATA = 5        /* ring collective data */
+  QCOLL__BOOT_MSG_DATA = 5,       /* ring collective data */
+  QCOLL__BOOT_MSG_RING_ERROR = 6  /* ring: why a rank's ring failed */
 } qcoll__boot_msg_type_t;
 
 /* Kinds of ring data, so ranks that call different collectives (or the
@@ -109,6 +111,19 @@ typedef struct qcoll__boot_data_hdr {
   uint64_t bytes;
 } qcoll__boot_data_hdr_t;
 
+/* Longest text of a ring failure report (bytes, without a NUL): a few
+ * hundred, so a rank can send one without waiting on a full socket. */
+#define QCOLL__BOOT_RING_ERRTEXT_MAX 400
+
+/* A ring failure report.  A rank whose ring fails sends one to both
+ * neighbours before it shuts its sockets; a rank that receives one fails
+ * with its text and passes it on unchanged, so every rank learns the first
+ * failure instead of seeing only connections close. */
+typedef struct qcoll__boot_ring_error {
+  int32_t reporter; /* the rank that failed first and wrote the text */
+  char text[QCOLL__BOOT_RING_ERRTEXT_MAX + 1]; /* printable, NUL-ended */
+} qcoll__boot_ring_error_t;
+
 /* Sizes on the wire. */
 #define QCOLL__BOOT_FRAME_HDR_BYTES 12
 #define QCOLL__BOOT_ADDR_BYTES 20
@@ -127,6 +142,10 @@ typedef struct qcoll__boot_data_hdr {
 /* The largest answer of the root (an error with the longest text). */
 #define QCOLL__BOOT_REPLY_MAX_BYTES QCOLL__BOOT_ERROR_MAX_BYTES
 #define QCOLL__BOOT_DATA_HDR_BYTES 24
+/* A ring failure report: a header the size of a data header, then text. */
+#define QCOLL__BOOT_RING_ERROR_MIN_BYTES QCOLL__BOOT_DATA_HDR_BYTES
+#define QCOLL__BOOT_RING_ERROR_MAX_BYTES \
+  (QCOLL__BOOT_RING_ERROR_MIN_BYTES + QCOLL__BOOT_RING_ERRTEXT_MAX)
 
 /* Constant-time comparison of two secrets. */
 bool qcoll__secret_equal(const uint8_t *a, const uint8_t *b);
@@ -181,6 +200,35 @@ qcoll__msg_result_t qcoll__msg_decode_data_hdr(const uint8_t *buf, size_t len,
                                                char *why);
 
 const char *qcoll__msg_data_kind_name(unsigned kind);
+
+/* ---- ring failure report ------------------------------------------- */
+/* It travels where a data header is expected (and, backwards, on the
+ * connection nobody otherwise writes to): the data header's layout with
+ * type QCOLL__BOOT_MSG_RING_ERROR, the reporter where data has the block
+ * index and the text's length where data has the payload's, then the text.
+ *
+ *   0 u32 magic "qcDT" | 4 u8 version | 5 u8 type 6 | 6 u16 0 |
+ *   8 u32 reporter | 12 u32 0 | 16 u64 text bytes | 24 text */
+
+/* Encode (text cut at QCOLL__BOOT_RING_ERRTEXT_MAX bytes): the bytes
+ * written, or 0 when cap is too small or reporter is outside
+ * [0, QCOLL__BOOT_MAX_RANKS). */
+size_t qcoll__msg_encode_ring_error(int32_t reporter, const char *text,
+                                    uint8_t *buf, size_t cap);
+/* Does this ring header (len >= 6 bytes) start a failure report rather
+ * than data?  Only the magic and the type are looked at. */
+bool qcoll__msg_is_ring_error(const uint8_t *buf, size_t len);
+/* Read a report's header: INCOMPLETE below QCOLL__BOOT_RING_ERROR_MIN_BYTES;
+ * INVALID when it is not a well-formed report header (or announces a text
+ * over the bound); else OK with *frame_bytes, the whole report's size. */
+qcoll__msg_result_t qcoll__msg_peek_ring_error(const uint8_t *buf, size_t len,
+                                               size_t *frame_bytes, char *why);
+/* Decode exactly one whole report; unprintable text bytes become '?'.
+ * Whether the reporter is in the world is the caller's check. */
+qcoll__msg_result_t qcoll__msg_decode_ring_error(const uint8_t *buf,
+                                                 size_t len,
+                                                 qcoll__boot_ring_error_t *out,
+                                                 char *why);
 
 #ifdef __cplusplus
 }

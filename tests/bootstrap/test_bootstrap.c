@@ -760,6 +760,31 @@ static void ring_socket_drops_intruders(void **state) {
   pthread_join(t, NULL);
   assert_int_equal(o.st, QCOLL_OK);
 
+  /* A failure report from the hand-made rank 1 where rank 0 expects data:
+   * rank 0 fails with its text (an unprintable byte shown as '?'), sends
+   * nothing back to the rank it came from, and shuts its connections. */
+  uint8_t rep[QCOLL__BOOT_RING_ERROR_MAX_BYTES];
+  raw_send(to_r0, rep,
+           qcoll__msg_encode_ring_error(1, "rank 1 ran out of\x01 patience",
+                                        rep, sizeof rep));
+  o = (op_thread_t){&r0, 1, 8, QCOLL_OK, 0};
+  op_main(&o);
+  assert_int_equal(o.st, QCOLL_ERR_PEER_FAILURE);
+  assert_string_equal(r0.comm.last_error,
+                      "bootstrap all-gather: rank 1 failed: rank 1 ran out "
+                      "of? patience");
+  /* Rank 0 had sent its block before it read the report; then nothing. */
+  recv_exact(from_r0, hdr, sizeof hdr);
+  assert_int_equal(qcoll__msg_decode_data_hdr(hdr, sizeof hdr, &dh, why),
+                   QCOLL__MSG_OK);
+  assert_int_equal(dh.kind, QCOLL__BOOT_DATA_ALLGATHER);
+  assert_int_equal(dh.arg, 0);
+  assert_true(dh.bytes == 8);
+  uint8_t block[8];
+  recv_exact(from_r0, block, sizeof block);
+  assert_true(wait_hangup(from_r0, 2.0) >= 0);
+  assert_true(wait_hangup(to_r0, 2.0) >= 0);
+
   qcoll__bootstrap_destroy(r0.bs);
   pthread_mutex_destroy(&r0.comm.error_lock);
   int fds[] = {garbage, wrong_secret, wrong_rank, rendezvous_hello,
@@ -788,11 +813,42 @@ static void abort_unblocks_and_peer_sees_failure(void **state) {
   print_message("peer of the aborted rank: %d after %.2f s: %s\n", o1.st,
                 o1.took, c[1].comm.last_error);
   assert_int_equal(o1.st, QCOLL_ERR_PEER_FAILURE);
-  assert_non_null(strstr(c[1].comm.last_error, "rank 0"));
+  /* Rank 0 said why before it shut its connections. */
+  assert_string_equal(c[1].comm.last_error,
+                      "bootstrap all-gather: rank 0 failed: rank 0 aborted");
   assert_true(o1.took < 1.0);
   /* The failure marked the communicator broken. */
   assert_int_equal(atomic_load(&c[1].comm.state), QCOLL_COMM_BROKEN);
   free_ranks(c, 2);
+}
+
+/* An abort while no collective runs reports at once, to both neighbours:
+ * rank 2 finds the report where the next data header would be, rank 0 on
+ * its connection to rank 1, before it sends anything. */
+static void idle_abort_is_reported_both_ways(void **state) {
+  rank_ctx_t *c = bring_up(3, 10.0);
+  qcoll__bootstrap_abort(c[1].bs);
+  op_thread_t o[2] = {{&c[0], 0, 0, QCOLL_OK, 0}, {&c[2], 0, 0, QCOLL_OK, 0}};
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, op_main, &o[i]);
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < 2; i++) {
+    rank_ctx_t *r = o[i].c;
+    print_message("rank %d barrier: %d after %.3f s: %s\n", r->comm.rank,
+                  o[i].st, o[i].took, r->comm.last_error);
+    assert_int_equal(o[i].st, QCOLL_ERR_PEER_FAILURE);
+    /* From rank 1 directly, or passed on by the other rank if that one
+     * heard first. */
+    const char *want = "bootstrap barrier: rank 1 failed: rank 1 aborted";
+    char via[128];
+    snprintf(via, sizeof via, "%s (passed on by rank %d)", want,
+             2 - r->comm.rank);
+    if (strcmp(r->comm.last_error, want) != 0)
+      assert_string_equal(r->comm.last_error, via);
+    assert_true(o[i].took < 0.3);
+  }
+  assert_int_equal(qcoll__bootstrap_barrier(c[1].bs), QCOLL_ERR_ABORTED);
+  free_ranks(c, 3);
 }
 
 static void comm_abort_unblocks_init(void **state) {
@@ -863,6 +919,160 @@ static void collective_times_out(void **state) {
   free_ranks(c, 2);
 }
 
+/* ---- failure reports -------------------------------------------------- */
+
+/* A collective started delay_s after the others. */
+typedef struct late_op {
+  op_thread_t op;
+  double delay_s;
+} late_op_t;
+
+static void *late_op_main(void *arg) {
+  late_op_t *l = arg;
+  usleep((useconds_t)(l->delay_s * 1e6));
+  return op_main(&l->op);
+}
+
+/* Run op on ranks[0..count) of c, rank ranks[i] starting delays[i] s late;
+ * the results land in out[0..count). */
+static void run_late_ops(rank_ctx_t *c, int count, const int *ranks,
+                         const double *delays, int op, late_op_t *out) {
+  pthread_t t[8];
+  assert_true(count <= 8);
+  for (int i = 0; i < count; i++) {
+    out[i] = (late_op_t){{&c[ranks[i]], op, 8, QCOLL_OK, 0}, delays[i]};
+    pthread_create(&t[i], NULL, late_op_main, &out[i]);
+  }
+  for (int i = 0; i < count; i++) {
+    pthread_join(t[i], NULL);
+    print_message("rank %d (%.1f s late): %d after %.3f s: %s\n", ranks[i],
+                  delays[i], out[i].op.st, out[i].op.took,
+                  c[ranks[i]].comm.last_error);
+  }
+}
+
+#define REPORT_TIMEOUT 1.0
+
+/* Rank 3 of 4 never comes.  Rank 0, waiting on it directly, times out
+ * first; ranks 1 and 2 (which started later, so their own deadlines are
+ * further) learn rank 0's reason from the ring instead of blaming rank 0,
+ * and rank 3, arriving after everyone gave up, learns it at once. */
+static void timeout_report_travels_the_ring(void **state) {
+  rank_ctx_t *c = bring_up(4, REPORT_TIMEOUT);
+  int ranks[3] = {0, 1, 2};
+  double delays[3] = {0, 0.4, 0.8};
+  late_op_t o[3];
+  run_late_ops(c, 3, ranks, delays, 1, o);
+  const char *why =
+      "rank 0 failed: rank 0 timed out after 1.0 s waiting for rank 3 in the "
+      "bootstrap all-gather";
+  char want[256];
+  assert_int_equal(o[0].op.st, QCOLL_ERR_TIMEOUT);
+  assert_string_equal(c[0].comm.last_error,
+                      "bootstrap all-gather: nothing from rank 3 within 1.0 s "
+                      "(QCOLL_TIMEOUT)");
+  assert_true(o[0].op.took >= REPORT_TIMEOUT - 0.05 &&
+              o[0].op.took < REPORT_TIMEOUT + 0.3);
+  assert_int_equal(o[1].op.st, QCOLL_ERR_PEER_FAILURE);
+  snprintf(want, sizeof want, "bootstrap all-gather: %s", why);
+  assert_string_equal(c[1].comm.last_error, want);
+  assert_int_equal(o[2].op.st, QCOLL_ERR_PEER_FAILURE);
+  snprintf(want, sizeof want, "bootstrap all-gather: %s (passed on by rank 1)",
+           why);
+  assert_string_equal(c[2].comm.last_error, want);
+  /* Both heard before their own deadlines, when rank 0 gave up. */
+  for (int i = 1; i < 3; i++)
+    assert_true(delays[i] + o[i].op.took < REPORT_TIMEOUT + 0.3);
+
+  /* The latecomer: rank 0 reported backwards too. */
+  late_op_t late;
+  run_late_ops(c, 1, (int[]){3}, (double[]){0}, 1, &late);
+  assert_int_equal(late.op.st, QCOLL_ERR_PEER_FAILURE);
+  snprintf(want, sizeof want, "bootstrap all-gather: %s", why);
+  assert_string_equal(c[3].comm.last_error, want);
+  assert_true(late.op.took < 0.3);
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(atomic_load(&c[i].comm.state), QCOLL_COMM_BROKEN);
+  /* And the ring stays refused. */
+  assert_int_equal(qcoll__bootstrap_barrier(c[3].bs), QCOLL_ERR_INVALID_USAGE);
+  free_ranks(c, 4);
+}
+
+/* A timeout names the rank whose contribution is missing, not the
+ * neighbour that would relay it. */
+static void timeout_names_the_missing_rank(void **state) {
+  static const struct {
+    int op; /* as op_thread_t */
+    const char *relayed;
+  } cases[] = {
+      {1,
+       "bootstrap all-gather: nothing from rank 2 (its block is relayed by "
+       "rank 0) within 1.0 s (QCOLL_TIMEOUT)"},
+      {0,
+       "bootstrap barrier: nothing from rank 2 (its arrival is relayed by "
+       "rank 0) within 1.0 s (QCOLL_TIMEOUT)"},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    /* Rank 1 starts first, so it is the first to time out: rank 0 is
+     * there, rank 2 is not. */
+    rank_ctx_t *c = bring_up(3, REPORT_TIMEOUT);
+    late_op_t o[2];
+    run_late_ops(c, 2, (int[]){1, 0}, (double[]){0, 0.4}, cases[k].op, o);
+    assert_int_equal(o[0].op.st, QCOLL_ERR_TIMEOUT);
+    assert_string_equal(c[1].comm.last_error, cases[k].relayed);
+    /* Rank 0 waits on rank 2 itself (it does not read rank 1's report
+     * while it waits on rank 2): its own deadline. */
+    assert_int_equal(o[1].op.st, QCOLL_ERR_TIMEOUT);
+    assert_non_null(strstr(c[0].comm.last_error,
+                           ": nothing from rank 2 within 1.0 s"));
+    free_ranks(c, 3);
+  }
+
+  /* A broadcast names the root; any rank on the way may be the one
+   * missing, so it says through whom the data would come. */
+  rank_ctx_t *c = bring_up(3, REPORT_TIMEOUT);
+  uint8_t buf[8] = {0};
+  assert_int_equal(qcoll__bootstrap_broadcast(c[2].bs, buf, sizeof buf, 0),
+                   QCOLL_ERR_TIMEOUT);
+  assert_string_equal(c[2].comm.last_error,
+                      "bootstrap broadcast: nothing from rank 0 (the root, "
+                      "whose data reaches this rank through rank 1) within "
+                      "1.0 s (QCOLL_TIMEOUT)");
+  assert_int_equal(qcoll__bootstrap_broadcast(c[1].bs, buf, sizeof buf, 0),
+                   QCOLL_ERR_PEER_FAILURE);
+  assert_string_equal(c[1].comm.last_error,
+                      "bootstrap broadcast: rank 2 failed: rank 2 timed out "
+                      "after 1.0 s waiting for rank 0 in the bootstrap "
+                      "broadcast");
+  free_ranks(c, 3);
+}
+
+/* A communicator broken outside the ring (as shared memory does when a
+ * peer dies) says so on destroy; a peer waiting in a barrier hears why. */
+static void broken_comm_reports_on_destroy(void **state) {
+  rank_ctx_t *c = bring_up(2, 10.0);
+  qcoll__error(&c[0].comm, QCOLL_ERR_PEER_FAILURE,
+               "host shared memory: rank 5 (pid 4242) died");
+  qcoll__comm_mark_broken(&c[0].comm);
+  op_thread_t o = {&c[1], 0, 0, QCOLL_OK, 0};
+  pthread_t t;
+  pthread_create(&t, NULL, op_main, &o);
+  usleep(200 * 1000); /* rank 1 is waiting in the barrier */
+  qcoll__bootstrap_destroy(c[0].bs);
+  c[0].bs = NULL;
+  pthread_join(t, NULL);
+  print_message("barrier: %d after %.3f s: %s\n", o.st, o.took,
+                c[1].comm.last_error);
+  assert_int_equal(o.st, QCOLL_ERR_PEER_FAILURE);
+  assert_string_equal(c[1].comm.last_error,
+                      "bootstrap barrier: rank 0 failed: rank 0 closed its "
+                      "connection after a failure outside the bootstrap (its "
+                      "last error: host shared memory: rank 5 (pid 4242) "
+                      "died)");
+  assert_true(o.took < 0.2 + 0.3);
+  free_ranks(c, 2);
+}
+
 /* ---- main ------------------------------------------------------------ */
 
 int main(int argc, char **argv) {
@@ -890,6 +1100,10 @@ int main(int argc, char **argv) {
       {"failures", cmocka_unit_test(comm_abort_unblocks_init)},
       {"failures", cmocka_unit_test(peer_that_leaves_fails_the_ring)},
       {"failures", cmocka_unit_test(collective_mismatch_is_reported)},
+      {"failures", cmocka_unit_test(idle_abort_is_reported_both_ways)},
+      {"failures", cmocka_unit_test(broken_comm_reports_on_destroy)},
+      {"reports", cmocka_unit_test(timeout_report_travels_the_ring)},
+      {"reports", cmocka_unit_test(timeout_names_the_missing_rank)},
   };
   enum { N = sizeof all / sizeof all[0] };
   /* An optional argument picks one group, so CTest can run the groups that

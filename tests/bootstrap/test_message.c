@@ -268,6 +268,122 @@ static void data_header_round_trips(void **state) {
                    QCOLL__MSG_INVALID);
 }
 
+static void ring_error_round_trips(void **state) {
+  uint8_t buf[QCOLL__BOOT_RING_ERROR_MAX_BYTES];
+  const char *text =
+      "rank 0 timed out after 2.0 s waiting for rank 2 in the bootstrap "
+      "all-gather";
+  size_t n = qcoll__msg_encode_ring_error(0, text, buf, sizeof buf);
+  assert_int_equal(n, QCOLL__BOOT_RING_ERROR_MIN_BYTES + strlen(text));
+  /* It sits where a data header would: the same magic, its own type. */
+  assert_true(qcoll__msg_is_ring_error(buf, n));
+  qcoll__boot_data_hdr_t dh;
+  char why[QCOLL__BOOT_WHY_MAX];
+  assert_int_equal(qcoll__msg_decode_data_hdr(buf, n, &dh, why),
+                   QCOLL__MSG_INVALID);
+  assert_non_null(strstr(why, "failure report"));
+  size_t frame = 0;
+  assert_int_equal(qcoll__msg_peek_ring_error(buf, 23, &frame, why),
+                   QCOLL__MSG_INCOMPLETE);
+  assert_int_equal(qcoll__msg_peek_ring_error(buf, 24, &frame, why),
+                   QCOLL__MSG_OK);
+  assert_int_equal(frame, n);
+  qcoll__boot_ring_error_t out;
+  assert_int_equal(qcoll__msg_decode_ring_error(buf, n, &out, why),
+                   QCOLL__MSG_OK);
+  assert_int_equal(out.reporter, 0);
+  assert_string_equal(out.text, text);
+
+  /* Another reporter, an empty text. */
+  n = qcoll__msg_encode_ring_error(65535, "", buf, sizeof buf);
+  assert_int_equal(n, QCOLL__BOOT_RING_ERROR_MIN_BYTES);
+  assert_int_equal(qcoll__msg_decode_ring_error(buf, n, &out, why),
+                   QCOLL__MSG_OK);
+  assert_int_equal(out.reporter, 65535);
+  assert_string_equal(out.text, "");
+
+  /* A data header is not a report. */
+  qcoll__boot_data_hdr_t h = {QCOLL__BOOT_DATA_BARRIER, 0, 0};
+  uint8_t hdr[QCOLL__BOOT_DATA_HDR_BYTES];
+  qcoll__msg_encode_data_hdr(&h, hdr);
+  assert_false(qcoll__msg_is_ring_error(hdr, sizeof hdr));
+  assert_int_equal(qcoll__msg_peek_ring_error(hdr, sizeof hdr, &frame, why),
+                   QCOLL__MSG_INVALID);
+  assert_non_null(strstr(why, "expected a ring failure report"));
+  assert_false(qcoll__msg_is_ring_error(buf, 5));
+}
+
+static void ring_error_is_bounded_and_printable(void **state) {
+  uint8_t buf[QCOLL__BOOT_RING_ERROR_MAX_BYTES + 16];
+  qcoll__boot_ring_error_t out;
+  char why[QCOLL__BOOT_WHY_MAX];
+  size_t n = qcoll__msg_encode_ring_error(3, "rank 3 died\n\x01\x7f", buf,
+                                          sizeof buf);
+  assert_int_equal(n, QCOLL__BOOT_RING_ERROR_MIN_BYTES + 14);
+  assert_int_equal(qcoll__msg_decode_ring_error(buf, n, &out, why),
+                   QCOLL__MSG_OK);
+  assert_string_equal(out.text, "rank 3 died???");
+
+  /* Text over the bound is cut by the encoder. */
+  char longtext[2000];
+  memset(longtext, 'y', sizeof longtext - 1);
+  longtext[sizeof longtext - 1] = '\0';
+  n = qcoll__msg_encode_ring_error(1, longtext, buf, sizeof buf);
+  assert_int_equal(n, QCOLL__BOOT_RING_ERROR_MAX_BYTES);
+  assert_int_equal(qcoll__msg_decode_ring_error(buf, n, &out, why),
+                   QCOLL__MSG_OK);
+  assert_int_equal(strlen(out.text), QCOLL__BOOT_RING_ERRTEXT_MAX);
+  /* ... and a receiver refuses a header that announces more. */
+  buf[16 + 6] = 0x01, buf[16 + 7] = 0x91; /* 401 bytes */
+  size_t frame = 0;
+  assert_int_equal(qcoll__msg_peek_ring_error(buf, n, &frame, why),
+                   QCOLL__MSG_INVALID);
+  assert_non_null(strstr(why, "401 bytes of text, at most 400"));
+  buf[16] = 0x80; /* 2^63 bytes */
+  assert_int_equal(qcoll__msg_peek_ring_error(buf, n, &frame, why),
+                   QCOLL__MSG_INVALID);
+
+  /* A cap too small, a reporter outside any world: nothing encoded. */
+  assert_int_equal(qcoll__msg_encode_ring_error(1, "abc", buf, 26), 0);
+  assert_int_equal(qcoll__msg_encode_ring_error(-1, "abc", buf, sizeof buf),
+                   0);
+  assert_int_equal(
+      qcoll__msg_encode_ring_error(QCOLL__BOOT_MAX_RANKS, "abc", buf,
+                                   sizeof buf),
+      0);
+
+  /* Field by field: each corruption is refused with a reason. */
+  n = qcoll__msg_encode_ring_error(2, "abc", buf, sizeof buf);
+  static const struct {
+    size_t at;
+    uint8_t value;
+    const char *reason;
+  } bad[] = {
+      {0, 0x00, "bad ring magic"},   {4, 9, "protocol version 9"},
+      {6, 1, "reserved"},            {12, 1, "reserved"},
+      {8, 0x01, "beyond the largest world"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    uint8_t copy[64];
+    memcpy(copy, buf, n);
+    copy[bad[i].at] = bad[i].value;
+    memset(why, 0, sizeof why);
+    assert_int_equal(qcoll__msg_decode_ring_error(copy, n, &out, why),
+                     QCOLL__MSG_INVALID);
+    assert_non_null(strstr(why, bad[i].reason));
+  }
+  /* A frame shorter or longer than it announces. */
+  assert_int_equal(qcoll__msg_decode_ring_error(buf, n - 1, &out, why),
+                   QCOLL__MSG_INVALID);
+  assert_non_null(strstr(why, "announces"));
+  buf[n] = 'z';
+  assert_int_equal(qcoll__msg_decode_ring_error(buf, n + 1, &out, why),
+                   QCOLL__MSG_INVALID);
+  assert_int_equal(qcoll__msg_decode_ring_error(buf, 10, &out, why),
+                   QCOLL__MSG_INVALID);
+  assert_non_null(strstr(why, "shorter than its header"));
+}
+
 static void secrets_compare_exactly(void **state) {
   uint8_t a[QCOLL__BOOT_SECRET_BYTES], b[QCOLL__BOOT_SECRET_BYTES];
   fill_secret(a, 5);
@@ -288,7 +404,9 @@ static void decoders_survive_random_bytes(void **state) {
   qcoll__boot_ring_hello_t rh;
   qcoll__boot_reply_t reply;
   qcoll__boot_data_hdr_t dh;
+  qcoll__boot_ring_error_t re;
   char why[QCOLL__BOOT_WHY_MAX];
+  int reports = 0; /* random texts accepted behind a valid report header */
   uint32_t x = 12345;
   for (int iter = 0; iter < 20000; iter++) {
     size_t len = (size_t)(iter % (int)sizeof buf);
@@ -311,7 +429,25 @@ static void decoders_survive_random_bytes(void **state) {
         reply.type == QCOLL__BOOT_MSG_ERROR)
       assert_true(strlen(reply.text) <= QCOLL__BOOT_ERRTEXT_MAX);
     (void)qcoll__msg_decode_data_hdr(buf, len, &dh, why);
+    /* And as a ring failure report, a third of the time with its header. */
+    if (iter % 3 == 0 && len >= QCOLL__BOOT_RING_ERROR_MIN_BYTES) {
+      uint8_t hdr[QCOLL__BOOT_RING_ERROR_MIN_BYTES];
+      size_t text = len - QCOLL__BOOT_RING_ERROR_MIN_BYTES;
+      qcoll__msg_encode_ring_error((int32_t)(x % 65536), "", hdr, sizeof hdr);
+      hdr[23] = (uint8_t)text, hdr[22] = (uint8_t)(text >> 8);
+      memcpy(buf, hdr, sizeof hdr);
+    }
+    size_t frame;
+    (void)qcoll__msg_peek_ring_error(buf, len, &frame, why);
+    if (qcoll__msg_decode_ring_error(buf, len, &re, why) == QCOLL__MSG_OK) {
+      assert_true(strlen(re.text) <= QCOLL__BOOT_RING_ERRTEXT_MAX);
+      assert_int_equal(strlen(re.text) + QCOLL__BOOT_RING_ERROR_MIN_BYTES,
+                       len);
+      reports++;
+    }
   }
+  /* Lengths 24..424 with a valid header, every third of 20000 inputs. */
+  assert_true(reports > 1000);
 }
 
 int main(void) {
@@ -324,6 +460,8 @@ int main(void) {
       cmocka_unit_test(ring_address_is_for_its_recipient_only),
       cmocka_unit_test(error_text_is_bounded_and_printable),
       cmocka_unit_test(data_header_round_trips),
+      cmocka_unit_test(ring_error_round_trips),
+      cmocka_unit_test(ring_error_is_bounded_and_printable),
       cmocka_unit_test(secrets_compare_exactly),
       cmocka_unit_test(decoders_survive_random_bytes),
   };
