@@ -103,6 +103,7 @@ _SIGNATURES = {
     ),
     "qcoll_env_describe": (_status, [_int, _str_p, _str_p, _str_p]),
     "qcoll_selection_table_format": (_status, [ctypes.c_char_p, _size, ctypes.POINTER(_size)]),
+    "qcoll_backends_describe": (_status, [ctypes.c_char_p, _size, ctypes.POINTER(_size)]),
 }
 
 # Without these a file is not taken for libqcoll at all; any other missing

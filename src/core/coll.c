@@ -35,6 +35,7 @@ typedef struct call {
   void *stream;
   qcoll_algo_t algo;
   qcoll_quant_t quant;
+  bool quant_per_call; /* asked for in the call's options, not the env */
   /* filled by validation */
   size_t send_bytes, recv_bytes; /* bytes this rank reads / writes */
   int device;                    /* -1 host, else the buffers' device */
@@ -172,6 +173,10 @@ static qcoll_status_t place_call(qcoll_comm_t comm, call_t *c) {
                         send_dev < 0 ? "host" : "device", send_dev,
                         recv_dev < 0 ? "host" : "device", recv_dev);
   c->device = c->send_bytes ? send_dev : recv_dev;
+  /* A barrier with a stream on a GPU communicator is ordered on the stream:
+   * it runs where GPU calls run. */
+  if (c->kind == QCOLL__COLL_BARRIER && c->stream && comm->device >= 0)
+    c->device = comm->device;
   if (c->device < 0) {
     if (comm->nhosts > 1)
       return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
@@ -405,7 +410,9 @@ static qcoll__select_in_t selection_input(qcoll_comm_t comm, const call_t *c,
 /* The forced path, or the table's. */
 static qcoll__path_t choose_path(qcoll_comm_t comm, const call_t *c,
                                  bool nccl_ok) {
-  switch (c->algo) {
+  /* A forced algorithm names a way to move data; a barrier has none. */
+  qcoll_algo_t forced = c->kind == QCOLL__COLL_BARRIER ? QCOLL_ALGO_AUTO : c->algo;
+  switch (forced) {
     case QCOLL_ALGO_ONESHOT: return QCOLL__PATH_ONESHOT;
     case QCOLL_ALGO_TWOSHOT: return QCOLL__PATH_TWOSHOT;
     case QCOLL_ALGO_NCCL: return QCOLL__PATH_NCCL;
@@ -435,14 +442,73 @@ static qcoll_status_t run_ipc(qcoll_comm_t comm, const call_t *c,
                         coll_fn[c->kind], qcoll__path_name(path),
                         qcoll_dtype_name(c->dtype), qcoll_op_name(c->op), why);
 #ifdef QCOLL_HAVE_CUDA
-  qcoll_quant_t quant = c->count * qcoll_dtype_size(c->dtype) >=
-                                qcoll__env_bytes("QCOLL_QUANT_MIN_BYTES")
-                            ? c->quant
-                            : QCOLL_QUANT_NONE;
+  /* Quantisation is a transfer hint: off below its size threshold, and for
+   * anything but sums when it came from the environment rather than the
+   * call (a per-call request for min/max is refused with a reason). */
+  qcoll_quant_t quant = c->quant;
+  if (c->count * qcoll_dtype_size(c->dtype) <
+          qcoll__env_bytes("QCOLL_QUANT_MIN_BYTES") ||
+      (c->op != QCOLL_SUM && !c->quant_per_call))
+    quant = QCOLL_QUANT_NONE;
   return qcoll__cuda_all_reduce(
       comm, c->sendbuf, c->recvbuf, c->count, c->dtype, c->op, c->stream,
       path == QCOLL__PATH_ONESHOT ? QCOLL_ALGO_ONESHOT : QCOLL_ALGO_TWOSHOT,
       quant);
+#else
+  return QCOLL_ERR_INTERNAL;
+#endif
+}
+
+/* A barrier ordered on a stream.  With the IPC kernels it is a kernel
+ * barrier on the stream (capturable); otherwise the stream is drained
+ * first, which cannot be captured.  Outside a capture the host also waits
+ * for every rank, as qcoll_barrier promises. */
+static qcoll_status_t run_stream_barrier(qcoll_comm_t comm, const call_t *c,
+                                         bool on_ipc) {
+  bool capturing = false;
+  qcoll_status_t st =
+      qcoll__runtime()->stream_is_capturing(c->stream, &capturing);
+  if (st != QCOLL_OK) return st;
+#ifdef QCOLL_HAVE_CUDA
+  if (on_ipc) {
+    st = qcoll__cuda_collective(comm, QCOLL__COLL_BARRIER, NULL, NULL, 0,
+                                QCOLL_U8, QCOLL_SUM, 0, c->stream);
+  } else if (capturing) {
+    st = qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
+                      "qcoll_barrier: without CUDA IPC a barrier on a stream "
+                      "drains the stream on the host and cannot be captured "
+                      "into a CUDA graph");
+  } else {
+    st = qcoll__cuda_stream_wait(comm, c->stream);
+  }
+#else
+  (void)on_ipc;
+#endif
+  if (st != QCOLL_OK || capturing) return st;
+  return qcoll__host_barrier(comm);
+}
+
+/* Every collective, dtype and op on the IPC kernels of collectives.cu. */
+static qcoll_status_t run_ipc_coll(qcoll_comm_t comm, const call_t *c) {
+  if (!ipc_usable(comm))
+    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
+                        "%s: ipc cannot serve: CUDA IPC is not usable on this "
+                        "communicator (see the init log)",
+                        coll_fn[c->kind]);
+#ifdef QCOLL_HAVE_CUDA
+  switch (c->kind) {
+    case QCOLL__COLL_SEND:
+      return qcoll__cuda_send(comm, c->sendbuf, c->count, c->dtype, c->root,
+                              c->stream);
+    case QCOLL__COLL_RECV:
+      return qcoll__cuda_recv(comm, c->recvbuf, c->count, c->dtype, c->root,
+                              c->stream);
+    case QCOLL__COLL_BARRIER: return run_stream_barrier(comm, c, true);
+    default:
+      return qcoll__cuda_collective(comm, c->kind, c->sendbuf, c->recvbuf,
+                                    c->count, c->dtype, c->op, c->root,
+                                    c->stream);
+  }
 #else
   return QCOLL_ERR_INTERNAL;
 #endif
@@ -455,7 +521,7 @@ static qcoll_status_t run_gpu(qcoll_comm_t comm, const call_t *c) {
   qcoll__device_guard_t guard;
   qcoll_status_t st = qcoll__device_guard_enter(comm, &guard);
   if (st != QCOLL_OK) return st;
-  bool forced = c->algo != QCOLL_ALGO_AUTO;
+  bool forced = c->algo != QCOLL_ALGO_AUTO && c->kind != QCOLL__COLL_BARRIER;
   bool nccl_ok = qcoll__nccl_comm_state(comm) != QCOLL__NCCL_REFUSED;
   qcoll__path_t path = choose_path(comm, c, nccl_ok);
   if (path == QCOLL__PATH_NCCL && !is_p2p(c->kind)) {
@@ -470,7 +536,11 @@ static qcoll_status_t run_gpu(qcoll_comm_t comm, const call_t *c) {
     case QCOLL__PATH_ONESHOT:
     case QCOLL__PATH_TWOSHOT: st = run_ipc(comm, c, path); break;
     case QCOLL__PATH_NCCL: st = run_nccl(comm, c); break;
-    default: st = run_staged(comm, c); break;
+    case QCOLL__PATH_IPC: st = run_ipc_coll(comm, c); break;
+    default:
+      st = c->kind == QCOLL__COLL_BARRIER ? run_stream_barrier(comm, c, false)
+                                          : run_staged(comm, c);
+      break;
   }
 out:
   qcoll__device_guard_exit(comm, &guard);
@@ -532,6 +602,7 @@ qcoll_status_t qcoll_all_reduce_ex(const void *sendbuf, void *recvbuf,
                           opts->size, sizeof *opts);
     c.algo = opts->algo;
     c.quant = opts->quant;
+    c.quant_per_call = opts->quant != QCOLL_QUANT_DEFAULT;
   }
   return run_call(comm, &c);
 }

@@ -36,6 +36,7 @@ static const env_entry_t env_table[] = {
     {"QCOLL_QUANT", "none", "quantised transfer for GPU all-reduce: none, fp8, int8, int6, int4"},
     {"QCOLL_QUANT_MIN_BYTES", "1M", "messages smaller than this are never quantised"},
     {"QCOLL_IPC_BYTES", "64M", "CUDA IPC buffer per rank (data and flags)"},
+    {"QCOLL_IPC_P2P_BYTES", "1M", "CUDA IPC: GPU send/recv inbox per ordered pair of ranks (allocated beside QCOLL_IPC_BYTES); smaller sends do not wait for their recv"},
     {"QCOLL_ONESHOT_MAX_BYTES", "256K", "largest GPU all-reduce sent one-shot by the selection table"},
     {"QCOLL_TWOSHOT_MAX_BYTES", "64M", "largest GPU all-reduce sent two-shot before NCCL is preferred (when NCCL serves)"},
     {"QCOLL_NCCL_LIB", "", "path of libnccl to load (default: the usual names)"},

@@ -11,7 +11,8 @@
 #include "config.h"
 
 const char *qcoll__path_name(qcoll__path_t path) {
-  static const char *names[] = {"host", "oneshot", "twoshot", "nccl", "staged"};
+  static const char *names[] = {"host",   "oneshot", "twoshot",
+                                "nccl",   "staged",  "ipc"};
   return (unsigned)path < QCOLL__PATH_COUNT ? names[path] : "invalid";
 }
 
@@ -39,8 +40,10 @@ static bool is_all_reduce_on_ipc(const qcoll__select_in_t *in) {
   return in->gpu && in->coll == QCOLL__COLL_ALL_REDUCE && in->ipc &&
          qcoll__ipc_kernel_supports(in->dtype, in->op);
 }
+/* Quantised transfer serves sums only: min/max of rounded values would
+ * change which element wins. */
 static bool quantised(const qcoll__select_in_t *in) {
-  return in->quant != QCOLL_QUANT_NONE &&
+  return in->quant != QCOLL_QUANT_NONE && in->op == QCOLL_SUM &&
          in->bytes >= qcoll__env_bytes("QCOLL_QUANT_MIN_BYTES");
 }
 
@@ -62,11 +65,16 @@ static bool nccl_serves(const qcoll__select_in_t *in) {
 static bool large_all_reduce(const qcoll__select_in_t *in) {
   return is_all_reduce_on_ipc(in);
 }
+/* The kernels of collectives.cu serve every collective, dtype and op
+ * (send/recv and the stream barrier included) wherever IPC is usable. */
+static bool any_gpu_on_ipc(const qcoll__select_in_t *in) {
+  return in->gpu && in->ipc;
+}
 static bool any_gpu(const qcoll__select_in_t *in) { return in->gpu; }
 
 static const row_t rows[] = {
     {"host buffers", host_buffers, QCOLL__PATH_HOST},
-    {"GPU all_reduce on IPC, quantised, bytes >= QCOLL_QUANT_MIN_BYTES",
+    {"GPU all_reduce sum on IPC, quantised, bytes >= QCOLL_QUANT_MIN_BYTES",
      quantised_all_reduce, QCOLL__PATH_TWOSHOT},
     {"GPU all_reduce on IPC, bytes <= QCOLL_ONESHOT_MAX_BYTES", small_all_reduce,
      QCOLL__PATH_ONESHOT},
@@ -74,7 +82,9 @@ static const row_t rows[] = {
      QCOLL__PATH_TWOSHOT},
     {"GPU collective, NCCL accepts the ranks", nccl_serves, QCOLL__PATH_NCCL},
     {"GPU all_reduce on IPC, any size", large_all_reduce, QCOLL__PATH_TWOSHOT},
-    {"GPU buffers, nothing above serves", any_gpu, QCOLL__PATH_STAGED},
+    {"GPU collective on IPC (any dtype/op, send/recv, stream barrier)",
+     any_gpu_on_ipc, QCOLL__PATH_IPC},
+    {"GPU buffers, IPC not usable", any_gpu, QCOLL__PATH_STAGED},
 };
 
 #define ROW_COUNT ((int)(sizeof rows / sizeof rows[0]))
@@ -110,7 +120,8 @@ qcoll_status_t qcoll_selection_table_format(char *buf, size_t len,
            rows[i].when);
   append(buf, len, &used,
          "thresholds: QCOLL_ONESHOT_MAX_BYTES=%zu QCOLL_TWOSHOT_MAX_BYTES=%zu "
-         "QCOLL_QUANT_MIN_BYTES=%zu; IPC kernels: f16/bf16/f32 x sum/min/max; "
+         "QCOLL_QUANT_MIN_BYTES=%zu; one-shot/two-shot kernels: f16/bf16/f32 x "
+         "sum/min/max, ipc kernels: every dtype and op; "
          "forced by QCOLL_ALGO=%s or per call\n",
          qcoll__env_bytes("QCOLL_ONESHOT_MAX_BYTES"),
          qcoll__env_bytes("QCOLL_TWOSHOT_MAX_BYTES"),

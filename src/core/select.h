@@ -25,7 +25,8 @@ typedef enum qcoll__path {
   QCOLL__PATH_TWOSHOT = 2, /* CUDA IPC two-shot all-reduce */
   QCOLL__PATH_NCCL = 3,    /* NCCL */
   QCOLL__PATH_STAGED = 4,  /* GPU buffers staged through the host back end */
-  QCOLL__PATH_COUNT = 5
+  QCOLL__PATH_IPC = 5,     /* CUDA IPC kernels of every collective, dtype, op */
+  QCOLL__PATH_COUNT = 6
 } qcoll__path_t;
 
 typedef enum qcoll__coll {

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "../bootstrap/bootstrap.h"
+#include "../coll/cuda/collectives.h"
 #include "../coll/cuda/launch.h"
 #include "../core/config.h"
 
@@ -46,6 +47,11 @@ struct qcoll__cuda_comm {
   int ranks_on_gpu;
   size_t oneshot_max_bytes;
   qcoll__ipc_view_t view;
+  /* The kernels of collectives.cu: the same view with their own grid limit
+   * (their occupancy may differ from the all-reduce kernels'), and where
+   * the send/recv inboxes are. */
+  qcoll__ipc_view_t coll_view;
+  qcoll__ipc_p2p_t p2p;
 };
 
 /* What each rank tells the others at init. */
@@ -62,7 +68,8 @@ typedef struct ipc_record {
   int32_t
       resident_blocks; /* all-reduce blocks the owner's GPU keeps resident */
   uint32_t probe_seed;
-  int32_t pad;
+  int32_t coll_resident_blocks; /* the same for the kernels of collectives.cu */
+  uint64_t p2p_pair_bytes;      /* send/recv inbox per sender */
   char reason[REASON_MAX]; /* why not ready */
 } ipc_record_t;
 
@@ -246,6 +253,11 @@ static void setup_local(qcoll_comm_t comm, cudaStream_t s, ipc_record_t *rec) {
     goto fail;
   }
   rec->resident_blocks = resident;
+  if ((err = qcoll__cuda_coll_resident_blocks(&resident)) != cudaSuccess) {
+    what = "occupancy query of the collective kernels";
+    goto fail;
+  }
+  rec->coll_resident_blocks = resident;
 
   cc->buffer_bytes = qcoll__env_bytes("QCOLL_IPC_BYTES");
   rec->buffer_bytes = cc->buffer_bytes;
@@ -256,7 +268,16 @@ static void setup_local(qcoll_comm_t comm, cudaStream_t s, ipc_record_t *rec) {
                QCOLL_IPC_HEADER_BYTES + 2 * QCOLL_IPC_REGION_ALIGN);
     return;
   }
-  if ((err = cudaMalloc((void **)&cc->buffer, cc->buffer_bytes)) !=
+  /* The send/recv inboxes follow the data regions, so the regions (and the
+   * all-reduce chunks) are what QCOLL_IPC_BYTES alone makes them. */
+  cc->p2p.pair_bytes =
+      qcoll__ipc_p2p_pair_bytes(qcoll__env_bytes("QCOLL_IPC_P2P_BYTES"));
+  cc->p2p.offset =
+      qcoll__ipc_p2p_offset(qcoll__ipc_region_bytes(cc->buffer_bytes));
+  rec->p2p_pair_bytes = cc->p2p.pair_bytes;
+  if ((err = cudaMalloc((void **)&cc->buffer,
+                        qcoll__ipc_alloc_bytes(cc->buffer_bytes, comm->nranks,
+                                               cc->p2p.pair_bytes))) !=
       cudaSuccess) {
     cc->buffer = NULL;
     what = "cudaMalloc of the IPC buffer (QCOLL_IPC_BYTES)";
@@ -466,6 +487,21 @@ static int agreed_max_grid(qcoll_comm_t comm, const ipc_record_t *recs,
   return limit;
 }
 
+/* The same for the kernels of collectives.cu. */
+static int agreed_coll_max_grid(qcoll_comm_t comm, const ipc_record_t *recs) {
+  int limit = QCOLL_IPC_MAX_BLOCKS;
+  for (int r = 0; r < comm->nranks; r++) {
+    int sharing = 0;
+    for (int q = 0; q < comm->nranks; q++)
+      if (recs[q].host_index == recs[r].host_index &&
+          !memcmp(recs[q].uuid, recs[r].uuid, sizeof recs[r].uuid))
+        sharing++;
+    int share = recs[r].coll_resident_blocks / sharing;
+    if (share < limit) limit = share;
+  }
+  return limit;
+}
+
 /* ---- public entry points ------------------------------------------------- */
 
 qcoll_status_t qcoll__cuda_comm_init(qcoll_comm_t comm) {
@@ -528,8 +564,24 @@ qcoll_status_t qcoll__cuda_comm_init(qcoll_comm_t comm) {
                     (unsigned long long)recs[r].buffer_bytes, r);
       goto unusable_unmapped;
     }
+    if (recs[r].p2p_pair_bytes != recs[0].p2p_pair_bytes) {
+      mark_unusable(comm, true,
+                    "QCOLL_IPC_P2P_BYTES differs between ranks (inboxes of "
+                    "%llu bytes on rank 0, %llu on rank %d)",
+                    (unsigned long long)recs[0].p2p_pair_bytes,
+                    (unsigned long long)recs[r].p2p_pair_bytes, r);
+      goto unusable_unmapped;
+    }
   }
   int max_grid = agreed_max_grid(comm, recs, &cc->ranks_on_gpu);
+  int coll_max_grid = agreed_coll_max_grid(comm, recs);
+  if (max_grid >= 1 && coll_max_grid < 1) {
+    mark_unusable(comm, true,
+                  "too many ranks share a GPU (%d on this one) for "
+                  "every rank to keep one collective block resident",
+                  cc->ranks_on_gpu);
+    goto unusable_unmapped;
+  }
   if (max_grid < 1) {
     mark_unusable(comm, true,
                   "too many ranks share a GPU (%d on this one) for "
@@ -598,7 +650,13 @@ qcoll_status_t qcoll__cuda_comm_init(qcoll_comm_t comm) {
   v->nranks = comm->nranks;
   v->max_grid = max_grid;
   cc->oneshot_max_bytes = qcoll__env_bytes("QCOLL_ONESHOT_MAX_BYTES");
+  cc->coll_view = *v;
+  cc->coll_view.max_grid = coll_max_grid;
   cc->usable = true;
+  QLOG_INFO(comm, CUDA,
+            "CUDA IPC collectives: grid <= %d blocks; send/recv inboxes of "
+            "%zu KiB per sender",
+            coll_max_grid, cc->p2p.pair_bytes >> 10);
   QLOG_INFO(comm, CUDA,
             "CUDA IPC ready: %d ranks, %d on this GPU, grid <= %d blocks, "
             "2 regions of %zu KiB, one-shot up to %zu bytes",
@@ -653,6 +711,16 @@ void qcoll__cuda_signal_abort(qcoll_comm_t comm) {
   if (cc && cc->host_words) cc->host_words[1] = 1;
 }
 
+/* Where a failed device-side wait was, from the phase of its error word. */
+static const char *wait_site(int phase, char *buf, size_t len) {
+  if (phase == QCOLL_IPC_PHASE_SEND)
+    return "in a send, waiting for the receiver to free a slot";
+  if (phase == QCOLL_IPC_PHASE_RECV)
+    return "in a recv, waiting for the sender's data";
+  snprintf(buf, len, "at barrier %d", phase);
+  return buf;
+}
+
 qcoll_status_t qcoll__cuda_poll_async_error(qcoll_comm_t comm) {
   struct qcoll__cuda_comm *cc = comm->cuda;
   if (!cc || !cc->host_words) return QCOLL_OK;
@@ -664,32 +732,102 @@ qcoll_status_t qcoll__cuda_poll_async_error(qcoll_comm_t comm) {
   int phase = (int)((w >> 32) & 0xffu);
   int peer = (int)((w >> 16) & 0xffu);
   int rank = (int)(w & 0xffu);
+  char buf[32];
+  const char *site = wait_site(phase, buf, sizeof buf);
   switch (kind) {
     case QCOLL_IPC_ERR_TIMEOUT:
       return qcoll__error(
           comm, QCOLL_ERR_TIMEOUT,
-          "GPU all-reduce on rank %d: block %d waited more than "
-          "%.1f s (QCOLL_TIMEOUT) for rank %d at barrier %d",
-          rank, block, comm->timeout_s, peer, phase);
+          "GPU collective on rank %d: block %d waited more than "
+          "%.1f s (QCOLL_TIMEOUT) for rank %d %s",
+          rank, block, comm->timeout_s, peer, site);
     case QCOLL_IPC_ERR_PEER_ABORTED:
       return qcoll__error(
           comm, QCOLL_ERR_PEER_FAILURE,
-          "GPU all-reduce on rank %d: block %d stopped at barrier "
-          "%d because rank %d gave up (its wait timed out or it "
-          "was aborted)",
-          rank, block, phase, peer);
+          "GPU collective on rank %d: block %d stopped %s because rank %d "
+          "gave up (its wait timed out or it was aborted)",
+          rank, block, site, peer);
     case QCOLL_IPC_ERR_ABORTED:
       return qcoll__error(
           comm, QCOLL_ERR_ABORTED,
-          "GPU all-reduce on rank %d: block %d stopped at barrier "
-          "%d (waiting for rank %d): the communicator was aborted",
-          rank, block, phase, peer);
+          "GPU collective on rank %d: block %d stopped %s (waiting for rank "
+          "%d): the communicator was aborted",
+          rank, block, site, peer);
     default:
       return qcoll__error(
           comm, QCOLL_ERR_INTERNAL,
-          "GPU all-reduce reported an unknown error word 0x%016llx",
+          "GPU collective reported an unknown error word 0x%016llx",
           (unsigned long long)w);
   }
+}
+
+/* The quantised two-shot (allreduce_quant.cu): sum of f16/bf16/f32 only.
+ * Min and max are refused rather than quantised (the extreme of decoded
+ * values is not the extreme of the inputs), and so is a forced one-shot
+ * (quantisation exists in the two-shot kernel only): a forced choice that
+ * cannot be served is an error, never a silent detour. */
+static qcoll_status_t quant_all_reduce(qcoll_comm_t comm, const void *sendbuf,
+                                       void *recvbuf, size_t count,
+                                       qcoll_dtype_t dtype, qcoll_op_t op,
+                                       void *stream, qcoll_algo_t algo,
+                                       qcoll_quant_t quant) {
+  struct qcoll__cuda_comm *cc = comm->cuda;
+  const char *qname = qcoll_quant_name(quant);
+  if (op != QCOLL_SUM)
+    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
+                        "quantised all-reduce (%s) supports sum only, not %s: "
+                        "call it with quant none",
+                        qname, qcoll_op_name(op));
+  if (!qcoll__cuda_all_reduce_quant_supported(dtype, op, quant))
+    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
+                        "quantised all-reduce supports f16, bf16 and f32 with "
+                        "fp8, int8, int6 or int4, not %s with %s",
+                        qcoll_dtype_name(dtype), qname);
+  if (algo != QCOLL_ALGO_AUTO && algo != QCOLL_ALGO_TWOSHOT)
+    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
+                        "quantised all-reduce (%s) runs two-shot only, not "
+                        "the forced algorithm %s",
+                        qname, qcoll_algo_name(algo));
+  const size_t chunk =
+      qcoll__cuda_all_reduce_quant_chunk_elems(&cc->view, quant);
+  if (chunk == 0)
+    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
+                        "quantised all-reduce (%s): data regions of %zu bytes "
+                        "hold no %s group per rank for %d ranks "
+                        "(QCOLL_IPC_BYTES too small)",
+                        qname, cc->view.region_bytes, qname, comm->nranks);
+  /* As for the unquantised kernels: a kernel that gave up leaves the flags
+   * disagreeing, so launching more would only time out again. */
+  qcoll_status_t st = qcoll__cuda_poll_async_error(comm);
+  if (st != QCOLL_OK) return st;
+  if (count == 0) return QCOLL_OK;
+
+  /* Chunks are whole groups (chunk is a multiple of 32), so every group is
+   * the one a single launch of the whole message would form. */
+  const size_t elem = qcoll_dtype_size(dtype);
+  const size_t chunks = (count + chunk - 1) / chunk;
+  for (size_t k = 0; k < chunks; k++) {
+    size_t offset = k * chunk;
+    size_t n = QCOLL_MIN(chunk, count - offset);
+    cudaError_t err = qcoll__cuda_all_reduce_quant_launch(
+        &cc->view, (const char *)sendbuf + offset * elem,
+        (char *)recvbuf + offset * elem, n, dtype, quant, (cudaStream_t)stream);
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();
+      return qcoll__error(comm, QCOLL_ERR_CUDA,
+                          "launching the %s two-shot all-reduce kernel (chunk "
+                          "%zu of %zu, %zu %s elements) on device %d failed: "
+                          "%s (%s)",
+                          qname, k + 1, chunks, n, qcoll_dtype_name(dtype),
+                          comm->device, cudaGetErrorName(err),
+                          cudaGetErrorString(err));
+    }
+  }
+  QLOG_TRACE(comm, COLL,
+             "all-reduce %zu x %s sum: two-shot %s, %zu launch(es) of up to "
+             "%zu elements on stream %p",
+             count, qcoll_dtype_name(dtype), qname, chunks, chunk, stream);
+  return QCOLL_OK;
 }
 
 qcoll_status_t qcoll__cuda_all_reduce(qcoll_comm_t comm, const void *sendbuf,
@@ -703,10 +841,8 @@ qcoll_status_t qcoll__cuda_all_reduce(qcoll_comm_t comm, const void *sendbuf,
                         "CUDA IPC is not usable on this communicator: %s",
                         cc && cc->reason[0] ? cc->reason : "not initialised");
   if (quant != QCOLL_QUANT_NONE && quant != QCOLL_QUANT_DEFAULT)
-    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
-                        "quantised transfer (%s) is not available in the CUDA "
-                        "IPC all-reduce",
-                        qcoll_quant_name(quant));
+    return quant_all_reduce(comm, sendbuf, recvbuf, count, dtype, op, stream,
+                            algo, quant);
   if (!qcoll__cuda_all_reduce_supported(dtype, op))
     return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
                         "the CUDA IPC all-reduce supports f16, bf16 and f32 "
@@ -756,6 +892,147 @@ qcoll_status_t qcoll__cuda_all_reduce(qcoll_comm_t comm, const void *sendbuf,
       count, qcoll_dtype_name(dtype), qcoll_op_name(op),
       ipc_algo == QCOLL_IPC_ONESHOT ? "one-shot" : "two-shot", chunks, stream);
   return QCOLL_OK;
+}
+
+/* ---- every other collective (collectives.cu) ------------------------------ */
+
+/* Why the kernels of collectives.cu cannot serve, or QCOLL_OK.  A kernel
+ * that gave up earlier leaves the ranks' flags disagreeing: launching more
+ * would only time out again. */
+static qcoll_status_t coll_ready(qcoll_comm_t comm, const char *name) {
+  struct qcoll__cuda_comm *cc = comm->cuda;
+  if (!cc || !cc->usable)
+    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
+                        "%s: CUDA IPC is not usable on this communicator: %s",
+                        name,
+                        cc && cc->reason[0] ? cc->reason : "not initialised");
+  return qcoll__cuda_poll_async_error(comm);
+}
+
+static bool ipc_coll_kind(qcoll__coll_t coll, qcoll__ipc_coll_t *kind) {
+  switch (coll) {
+    case QCOLL__COLL_ALL_REDUCE: *kind = QCOLL_IPC_COLL_ALL_REDUCE; return true;
+    case QCOLL__COLL_REDUCE: *kind = QCOLL_IPC_COLL_REDUCE; return true;
+    case QCOLL__COLL_BROADCAST: *kind = QCOLL_IPC_COLL_BROADCAST; return true;
+    case QCOLL__COLL_ALL_GATHER: *kind = QCOLL_IPC_COLL_ALL_GATHER; return true;
+    case QCOLL__COLL_REDUCE_SCATTER:
+      *kind = QCOLL_IPC_COLL_REDUCE_SCATTER;
+      return true;
+    case QCOLL__COLL_ALL_TO_ALL: *kind = QCOLL_IPC_COLL_ALL_TO_ALL; return true;
+    case QCOLL__COLL_BARRIER: *kind = QCOLL_IPC_COLL_BARRIER; return true;
+    default: return false;
+  }
+}
+
+static qcoll_status_t launch_failed(qcoll_comm_t comm, const char *name,
+                                    size_t chunk_index, size_t chunks,
+                                    size_t n, qcoll_dtype_t dtype,
+                                    cudaError_t err) {
+  (void)cudaGetLastError();
+  return qcoll__error(comm, QCOLL_ERR_CUDA,
+                      "launching the %s kernel (chunk %zu of %zu, %zu %s "
+                      "elements) on device %d failed: %s (%s)",
+                      name, chunk_index, chunks, n, qcoll_dtype_name(dtype),
+                      comm->device, cudaGetErrorName(err),
+                      cudaGetErrorString(err));
+}
+
+qcoll_status_t qcoll__cuda_collective(qcoll_comm_t comm, qcoll__coll_t coll,
+                                      const void *sendbuf, void *recvbuf,
+                                      size_t count, qcoll_dtype_t dtype,
+                                      qcoll_op_t op, int root, void *stream) {
+  struct qcoll__cuda_comm *cc = comm->cuda;
+  const char *name = qcoll__coll_name(coll);
+  qcoll__ipc_coll_t kind;
+  if (!ipc_coll_kind(coll, &kind))
+    return qcoll__error(comm, QCOLL_ERR_INTERNAL,
+                        "%s has no CUDA IPC collective kernel", name);
+  qcoll_status_t st = coll_ready(comm, name);
+  if (st != QCOLL_OK) return st;
+  if (!qcoll__cuda_coll_supported(kind, dtype, op))
+    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
+                        "%s: the CUDA IPC kernels do not serve %s/%s", name,
+                        qcoll_dtype_name(dtype), qcoll_op_name(op));
+  qcoll__ipc_coll_args_t args = {
+      .kind = kind, .send = sendbuf, .recv = recvbuf, .count = count,
+      .offset = 0, .len = 0, .dtype = dtype, .op = op, .root = root};
+  if (kind == QCOLL_IPC_COLL_BARRIER) {
+    cudaError_t err =
+        qcoll__cuda_coll_launch(&cc->coll_view, &args, (cudaStream_t)stream);
+    if (err != cudaSuccess)
+      return launch_failed(comm, name, 1, 1, 0, dtype, err);
+    QLOG_TRACE(comm, COLL, "barrier: kernel barrier on stream %p", stream);
+    return QCOLL_OK;
+  }
+  if (count == 0) return QCOLL_OK;
+  const size_t chunk = qcoll__cuda_coll_chunk_elems(&cc->coll_view, kind, dtype);
+  if (chunk == 0)
+    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
+                        "%s: data regions of %zu bytes hold no %s element for "
+                        "%d ranks (QCOLL_IPC_BYTES too small)",
+                        name, cc->coll_view.region_bytes,
+                        qcoll_dtype_name(dtype), comm->nranks);
+  const size_t chunks = (count + chunk - 1) / chunk;
+  for (size_t k = 0; k < chunks; k++) {
+    args.offset = k * chunk;
+    args.len = QCOLL_MIN(chunk, count - args.offset);
+    cudaError_t err =
+        qcoll__cuda_coll_launch(&cc->coll_view, &args, (cudaStream_t)stream);
+    if (err != cudaSuccess)
+      return launch_failed(comm, name, k + 1, chunks, args.len, dtype, err);
+  }
+  QLOG_TRACE(comm, COLL, "%s %zu x %s: IPC kernels, %zu launch(es) on stream %p",
+             name, count, qcoll_dtype_name(dtype), chunks, stream);
+  return QCOLL_OK;
+}
+
+static qcoll_status_t p2p(qcoll_comm_t comm, bool send, void *buf,
+                          size_t count, qcoll_dtype_t dtype, int peer,
+                          void *stream) {
+  struct qcoll__cuda_comm *cc = comm->cuda;
+  const char *name = send ? "send" : "recv";
+  qcoll_status_t st = coll_ready(comm, name);
+  if (st != QCOLL_OK) return st;
+  size_t bytes = count * qcoll_dtype_size(dtype);
+  if (bytes == 0) return QCOLL_OK;
+  cudaError_t err =
+      send ? qcoll__cuda_send_launch(&cc->coll_view, &cc->p2p, buf, bytes, peer,
+                                     (cudaStream_t)stream)
+           : qcoll__cuda_recv_launch(&cc->coll_view, &cc->p2p, buf, bytes, peer,
+                                     (cudaStream_t)stream);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return qcoll__error(comm, QCOLL_ERR_CUDA,
+                        "launching the %s kernel (%zu bytes, %s rank %d) on "
+                        "device %d failed: %s (%s)",
+                        name, bytes, send ? "to" : "from", peer, comm->device,
+                        cudaGetErrorName(err), cudaGetErrorString(err));
+  }
+  QLOG_TRACE(comm, COLL, "%s %zu bytes %s rank %d: IPC channel, stream %p",
+             name, bytes, send ? "to" : "from", peer, stream);
+  return QCOLL_OK;
+}
+
+qcoll_status_t qcoll__cuda_send(qcoll_comm_t comm, const void *sendbuf,
+                                size_t count, qcoll_dtype_t dtype, int peer,
+                                void *stream) {
+  return p2p(comm, true, (void *)sendbuf, count, dtype, peer, stream);
+}
+
+qcoll_status_t qcoll__cuda_recv(qcoll_comm_t comm, void *recvbuf, size_t count,
+                                qcoll_dtype_t dtype, int peer, void *stream) {
+  return p2p(comm, false, recvbuf, count, dtype, peer, stream);
+}
+
+qcoll_status_t qcoll__cuda_stream_wait(qcoll_comm_t comm, void *stream) {
+  cudaError_t err = cudaStreamSynchronize((cudaStream_t)stream);
+  if (err == cudaSuccess) return QCOLL_OK;
+  (void)cudaGetLastError();
+  return qcoll__error(comm, QCOLL_ERR_CUDA,
+                      "cudaStreamSynchronize(stream %p) on device %d failed: "
+                      "%s (%s)",
+                      stream, comm->device, cudaGetErrorName(err),
+                      cudaGetErrorString(err));
 }
 
 #endif /* QCOLL_HAVE_CUDA */

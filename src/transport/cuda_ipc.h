@@ -8,6 +8,7 @@
 #define QCOLL_TRANSPORT_CUDA_IPC_H
 
 #include "../core/comm.h"
+#include "../core/select.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -29,6 +30,33 @@ qcoll_status_t qcoll__cuda_all_reduce(qcoll_comm_t comm, const void *sendbuf,
                                       qcoll_dtype_t dtype, qcoll_op_t op,
                                       void *stream, qcoll_algo_t algo,
                                       qcoll_quant_t quant);
+
+/* Every collective of GPU buffers through the kernels of
+ * src/coll/cuda/collectives.cu, for every dtype and op: all_reduce (exactly
+ * the host back end's reduction, for the dtype/op pairs the fp32 kernels do
+ * not serve), reduce, broadcast, all_gather, reduce_scatter, all_to_all,
+ * and barrier (a kernel barrier on `stream`; buffers, count, dtype, op and
+ * root ignored).  Enqueued on stream, capturable into a CUDA graph.  Every
+ * rank makes the same calls in the same order, ordered with its all-reduce
+ * calls the same way on every rank. */
+qcoll_status_t qcoll__cuda_collective(qcoll_comm_t comm, qcoll__coll_t coll,
+                                      const void *sendbuf, void *recvbuf,
+                                      size_t count, qcoll_dtype_t dtype,
+                                      qcoll_op_t op, int root, void *stream);
+
+/* Send to / receive from peer through the pair's IPC channel; enqueued on
+ * stream, capturable.  Ordering rules in src/coll/cuda/collectives.h: the
+ * n-th send to a peer meets that peer's n-th recv from this rank (keep each
+ * direction on one stream); a send of at most QCOLL_IPC_P2P_BYTES does not
+ * wait for its recv, a larger one does. */
+qcoll_status_t qcoll__cuda_send(qcoll_comm_t comm, const void *sendbuf,
+                                size_t count, qcoll_dtype_t dtype, int peer,
+                                void *stream);
+qcoll_status_t qcoll__cuda_recv(qcoll_comm_t comm, void *recvbuf, size_t count,
+                                qcoll_dtype_t dtype, int peer, void *stream);
+
+/* Wait for everything enqueued on stream (on comm's device). */
+qcoll_status_t qcoll__cuda_stream_wait(qcoll_comm_t comm, void *stream);
 
 /* Error raised by a kernel whose peer never arrived (device-side deadline). */
 qcoll_status_t qcoll__cuda_poll_async_error(qcoll_comm_t comm);

@@ -43,6 +43,9 @@
  * need a later flag from that reader.  Flag and data regions are fixed per
  * phase, independent of message and grid size.
  *
+ * The protocol's code (primitives, epochs, barriers, deadlines) is in
+ * ipc_sync.cuh, shared with the quantised two-shot of allreduce_quant.cu.
+ *
  * Every wait has a deadline (timeout_ns, measured with %globaltimer) and
  * also stops when the host raises the host-mapped abort word
  * (qcoll_comm_abort) or a peer writes this rank's abort word.  On expiry or
@@ -63,14 +66,12 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "ipc_sync.cuh"
 #include "launch.h"
 
 namespace {
 
-constexpr int kThreads = 512;
 constexpr int kPackBytes = 16;
-/* Two blocks per SM keep enough blocks resident for 8 ranks on one GPU. */
-constexpr int kMinBlocksPerSm = 2;
 
 /* ---- element types: fp32 accumulation, one rounding at the end ------- */
 
@@ -129,159 +130,6 @@ struct Pack {
   }
 };
 
-/* ---- memory-model primitives ------------------------------------------ */
-
-__device__ __forceinline__ uint64_t global_timer_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-__device__ __forceinline__ void store_release_sys(uint32_t *p, uint32_t v) {
-  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v)
-               : "memory");
-}
-__device__ __forceinline__ void store_relaxed_sys(uint32_t *p, uint32_t v) {
-  asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v)
-               : "memory");
-}
-__device__ __forceinline__ void store_relaxed_sys_u64(unsigned long long *p,
-                                                      unsigned long long v) {
-  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v)
-               : "memory");
-}
-__device__ __forceinline__ uint32_t load_acquire_sys(const uint32_t *p) {
-  uint32_t v;
-  asm volatile("ld.acquire.sys.global.u32 %0, [%1];"
-               : "=r"(v)
-               : "l"(p)
-               : "memory");
-  return v;
-}
-__device__ __forceinline__ unsigned long long load_relaxed_sys_u64(
-    const unsigned long long *p) {
-  unsigned long long v;
-  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];"
-               : "=l"(v)
-               : "l"(p)
-               : "memory");
-  return v;
-}
-__device__ __forceinline__ uint32_t load_relaxed_sys(const uint32_t *p) {
-  uint32_t v;
-  asm volatile("ld.relaxed.sys.global.u32 %0, [%1];"
-               : "=r"(v)
-               : "l"(p)
-               : "memory");
-  return v;
-}
-
-/* ---- block state, barriers, deadlines ---------------------------------- */
-
-struct BlockState {
-  char *bases[QCOLL_IPC_MAX_RANKS]; /* the view's, in shared memory: indexed
-                                       by a run-time rank without a local
-                                       copy of the kernel parameters */
-  uint32_t epoch;
-  int failed; /* set by any thread whose wait failed; read after a barrier */
-};
-
-__device__ __forceinline__ uint32_t *flag_slot(const BlockState *s, int owner,
-                                               int writer, int phase) {
-  return reinterpret_cast<uint32_t *>(s->bases[owner] +
-                                      QCOLL_IPC_FLAGS_OFFSET) +
-         qcoll__ipc_flag_index(blockIdx.x, writer, phase);
-}
-__device__ __forceinline__ uint32_t *abort_word(const BlockState *s,
-                                                int owner) {
-  return reinterpret_cast<uint32_t *>(s->bases[owner] + QCOLL_IPC_ABORT_OFFSET);
-}
-__device__ __forceinline__ uint32_t *epoch_counter(const qcoll__ipc_view_t &v,
-                                                   const BlockState *s) {
-  return reinterpret_cast<uint32_t *>(s->bases[v.rank] +
-                                      QCOLL_IPC_EPOCHS_OFFSET) +
-         blockIdx.x;
-}
-
-__device__ __forceinline__ void report_failure(const qcoll__ipc_view_t &v,
-                                               const BlockState *s,
-                                               unsigned kind, int peer,
-                                               int phase) {
-  store_relaxed_sys_u64(v.error_word, qcoll__ipc_err_encode(kind, v.rank, peer,
-                                                            blockIdx.x, phase));
-  if (kind != QCOLL_IPC_ERR_PEER_ABORTED)
-    for (int p = 0; p < v.nranks; p++)
-      if (p != v.rank)
-        store_relaxed_sys(abort_word(s, p), (uint32_t)v.rank + 1u);
-  __threadfence_system();
-}
-
-/* Spin until *slot == epoch.  False (after reporting) when the deadline
- * passes, a peer aborted, or another thread of the block already failed. */
-__device__ __forceinline__ bool wait_flag(const qcoll__ipc_view_t &v,
-                                          BlockState *s, const uint32_t *slot,
-                                          int peer, int phase) {
-  const uint32_t epoch = s->epoch;
-  volatile int *block_failed = &s->failed;
-  uint64_t start = 0;
-  for (uint32_t spins = 0;; spins++) {
-    if (load_acquire_sys(slot) == epoch) return true;
-    if ((spins & 63u) != 63u) continue;
-    uint64_t now = global_timer_ns();
-    if (start == 0) start = now;
-    if (now - start > v.timeout_ns) {
-      report_failure(v, s, QCOLL_IPC_ERR_TIMEOUT, peer, phase);
-      return false;
-    }
-    if (load_relaxed_sys_u64(v.host_abort) != 0) {
-      report_failure(v, s, QCOLL_IPC_ERR_ABORTED, peer, phase);
-      return false;
-    }
-    uint32_t aborted_by = load_relaxed_sys(abort_word(s, v.rank));
-    if (aborted_by != 0) {
-      report_failure(v, s, QCOLL_IPC_ERR_PEER_ABORTED, (int)aborted_by - 1,
-                     phase);
-      return false;
-    }
-    if (*block_failed) return false;
-    /* Long waits (ranks time-sliced on one GPU) need not hog issue slots. */
-    if (spins > 65536u) __nanosleep(256);
-  }
-}
-
-/* Barrier of this block with the same block of every peer.  Returns false
- * when the launch must stop (the failure is already reported). */
-__device__ __forceinline__ bool block_barrier(const qcoll__ipc_view_t &v,
-                                              int phase, BlockState *s) {
-  __syncthreads(); /* the block's earlier writes happen before the flag */
-  const int t = threadIdx.x;
-  if (t < v.nranks && t != v.rank) {
-    __threadfence_system();
-    store_release_sys(flag_slot(s, t, v.rank, phase), s->epoch);
-    if (!wait_flag(v, s, flag_slot(s, v.rank, t, phase), t, phase))
-      s->failed = 1;
-  }
-  __syncthreads(); /* the acquires happen before the block's later reads */
-  return !s->failed;
-}
-
-__device__ __forceinline__ void block_begin(const qcoll__ipc_view_t &v,
-                                            BlockState *s) {
-  if (threadIdx.x == 0) {
-#pragma unroll
-    for (int p = 0; p < QCOLL_IPC_MAX_RANKS; p++) s->bases[p] = v.bases[p];
-    uint32_t e = *epoch_counter(v, s) + 1u;
-    if (e == 0) e = 1; /* zero is what unwritten flags hold */
-    s->epoch = e;
-    s->failed = 0;
-  }
-  __syncthreads();
-}
-
-__device__ __forceinline__ void block_end(const qcoll__ipc_view_t &v,
-                                          const BlockState *s) {
-  if (threadIdx.x == 0) *epoch_counter(v, s) = s->epoch;
-}
-
 /* ---- data movement ---------------------------------------------------- */
 
 /* This block's pack range [begin, end) of `packs`. */
@@ -291,13 +139,6 @@ __device__ __forceinline__ void block_range(size_t packs, size_t *begin,
   size_t b = per_block * blockIdx.x;
   *begin = b < packs ? b : packs;
   *end = b + per_block < packs ? b + per_block : packs;
-}
-
-__device__ __forceinline__ char *region(const qcoll__ipc_view_t &v,
-                                        const BlockState *s, int owner,
-                                        int index) {
-  return s->bases[owner] + QCOLL_IPC_HEADER_BYTES +
-         (size_t)index * v.region_bytes;
 }
 
 /* Pack i of the user's buffer: one 16-byte load when aligned and whole,
@@ -547,6 +388,10 @@ extern "C" cudaError_t qcoll__cuda_all_reduce_resident_blocks(int *blocks) {
         if (err != cudaSuccess) return err;
         if (n < per_sm) per_sm = n;
       }
+  int quant_per_sm = 0;
+  err = qcoll__cuda_all_reduce_quant_blocks_per_sm(&quant_per_sm);
+  if (err != cudaSuccess) return err;
+  if (quant_per_sm < per_sm) per_sm = quant_per_sm;
   *blocks = per_sm * sms;
   return cudaSuccess;
 }

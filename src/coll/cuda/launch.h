@@ -14,7 +14,9 @@
  *                     written by peers (release, system scope)
  *   [.., +epochs)     per-block epoch counters, uint32, local to this rank
  *   [64 KiB, ...)     QCOLL_IPC_REGIONS data regions of region_bytes each
- *                     (region 0: inputs; region 1: two-shot results)
+ *                     (region 0: inputs; region 1: two-shot results; the
+ *                     quantised two-shot cuts each into one slot per rank,
+ *                     see quant_layout.h)
  */
 #ifndef QCOLL_COLL_CUDA_LAUNCH_H
 #define QCOLL_COLL_CUDA_LAUNCH_H
@@ -25,6 +27,7 @@
 #include <cuda_runtime_api.h>
 
 #include "qcoll.h"
+#include "quant_layout.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -141,9 +144,42 @@ cudaError_t qcoll__cuda_all_reduce_launch(const qcoll__ipc_view_t *view,
                                           qcoll_op_t op, cudaStream_t stream);
 
 /* How many all-reduce blocks one GPU (the current device) keeps resident at
- * once: SMs x the smallest occupancy of any all-reduce kernel.  Ranks that
- * share a GPU split this between them. */
+ * once: SMs x the smallest occupancy of any all-reduce kernel (quantised
+ * ones included).  Ranks that share a GPU split this between them. */
 cudaError_t qcoll__cuda_all_reduce_resident_blocks(int *blocks);
+
+/* ---- quantised two-shot all-reduce (allreduce_quant.cu) ----------------
+ * Sum only; f16, bf16, f32; quant one of FP8, INT8, INT6, INT4.  Results
+ * are the CPU model of tests/codec/ref_scheme.c (qcoll's scheme) rounded
+ * once to the element type, bit for bit, on every rank. */
+
+/* Whether the quantised kernel supports this dtype, op and format. */
+int qcoll__cuda_all_reduce_quant_supported(qcoll_dtype_t dtype, qcoll_op_t op,
+                                           qcoll_quant_t quant);
+
+/* Largest number of elements one quantised launch handles (0 for a format
+ * that is not quantised). */
+size_t qcoll__cuda_all_reduce_quant_chunk_elems(const qcoll__ipc_view_t *view,
+                                                qcoll_quant_t quant);
+
+/* Grid of one quantised launch of `count` elements (same on every rank). */
+int qcoll__cuda_all_reduce_quant_grid(const qcoll__ipc_view_t *view,
+                                      size_t count);
+
+/* Enqueue one quantised sum all-reduce of count <= quant_chunk_elems
+ * elements on stream.  Every rank must make the same call in the same
+ * order, interleaved with the unquantised launches the same way on every
+ * rank. */
+cudaError_t qcoll__cuda_all_reduce_quant_launch(const qcoll__ipc_view_t *view,
+                                                const void *sendbuf,
+                                                void *recvbuf, size_t count,
+                                                qcoll_dtype_t dtype,
+                                                qcoll_quant_t quant,
+                                                cudaStream_t stream);
+
+/* Smallest number of blocks per SM that any quantised kernel keeps
+ * resident on the current device. */
+cudaError_t qcoll__cuda_all_reduce_quant_blocks_per_sm(int *per_sm);
 
 /* Init-time check of one peer mapping: write QCOLL_IPC_PROBE_WORDS words of
  * pattern(seed) to dst through the mapping, read them back and store the

@@ -1,0 +1,113 @@
+/*
+ * Where the quantised two-shot all-reduce (allreduce_quant.cu) puts its
+ * encoded groups in the IPC data regions, and how one launch's groups are
+ * split between owners and blocks.  Plain C for host and device, without
+ * CUDA headers: the kernel, the transport's chunk loop and the CPU model of
+ * the kernel (tests/codec/test_quant_layout.c) call the same functions.
+ *
+ * One launch reduces count elements, G = ceil(count / 32) codec groups (the
+ * last one zero-padded past count).  With n ranks and a grid of B blocks:
+ *
+ *   segments  owner s (0..n-1) owns the groups [G*s/n, G*(s+1)/n); segment
+ *             boundaries are therefore group boundaries, and the segments
+ *             differ in length by at most one group.
+ *   pieces    block b takes [S + L*b/B, S + L*(b+1)/B) of every segment
+ *             (S: the segment's first group, L: its length), in all three
+ *             phases, on every rank: block b only ever waits on block b of
+ *             its peers, and reads only what those blocks wrote.
+ *   slots     each data region is cut into n slots of slot_bytes
+ *             (region_bytes / n, rounded down to 16 bytes):
+ *               region 0 of owner s, slot p: rank p's encoded part of
+ *                                            segment s (phase 1)
+ *               region 1 of rank q,  slot s: the encoded sum of segment s
+ *                                            (phase 2, pushed by owner s)
+ *             Group g of segment s lies at (g - S) * group_bytes in its slot.
+ *             Slots depend on the region size and the world size only,
+ *             never on the message or the grid.
+ *   chunk     the largest count of one launch: every segment must fit a
+ *             slot, so n * floor(slot_bytes / group_bytes) * 32 elements.
+ *             Chunks are whole groups, so a message cut into chunks is cut
+ *             at group boundaries and every group is the same as in one
+ *             launch of the whole message.
+ */
+#ifndef QCOLL_COLL_CUDA_QUANT_LAYOUT_H
+#define QCOLL_COLL_CUDA_QUANT_LAYOUT_H
+
+#include <stddef.h>
+
+#ifdef __CUDACC__
+#define QCOLL_QLAYOUT_HD static __host__ __device__ __forceinline__
+#else
+#define QCOLL_QLAYOUT_HD static inline
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Values per codec group (QCOLL_CODEC_GROUP in ../codec.h). */
+#define QCOLL_QLAYOUT_GROUP 32
+/* Slots start on 16-byte boundaries. */
+#define QCOLL_QLAYOUT_SLOT_ALIGN 16
+/* Groups a block is given before the grid grows (two per warp of 16). */
+#define QCOLL_QLAYOUT_GROUPS_PER_BLOCK 32
+
+/* Bytes of one slot of a data region of region_bytes shared by nranks. */
+QCOLL_QLAYOUT_HD size_t qcoll__qlayout_slot_bytes(size_t region_bytes, int nranks) {
+  return nranks > 0
+             ? region_bytes / (size_t)nranks / QCOLL_QLAYOUT_SLOT_ALIGN * QCOLL_QLAYOUT_SLOT_ALIGN
+             : 0;
+}
+
+/* Largest count of one launch (0 when not even one group fits a slot). */
+QCOLL_QLAYOUT_HD size_t qcoll__qlayout_chunk_elems(size_t region_bytes, int nranks,
+                                                   size_t group_bytes) {
+  if (group_bytes == 0) return 0;
+  size_t per_segment = qcoll__qlayout_slot_bytes(region_bytes, nranks) / group_bytes;
+  return per_segment * (size_t)nranks * QCOLL_QLAYOUT_GROUP;
+}
+
+/* Groups [*begin, *end) of owner s's segment of `groups`. */
+QCOLL_QLAYOUT_HD void qcoll__qlayout_segment(size_t groups, int nranks, int s, size_t *begin,
+                                             size_t *end) {
+  *begin = groups * (size_t)s / (size_t)nranks;
+  *end = groups * (size_t)(s + 1) / (size_t)nranks;
+}
+
+/* Block b's piece [*begin, *end) of the segment [seg_begin, seg_end). */
+QCOLL_QLAYOUT_HD void qcoll__qlayout_piece(size_t seg_begin, size_t seg_end, unsigned block,
+                                           unsigned grid, size_t *begin, size_t *end) {
+  size_t len = seg_end - seg_begin;
+  *begin = seg_begin + len * block / grid;
+  *end = seg_begin + len * (block + 1) / grid;
+}
+
+/* Offset of group g of the segment starting at seg_begin, in its slot. */
+QCOLL_QLAYOUT_HD size_t qcoll__qlayout_group_offset(size_t g, size_t seg_begin,
+                                                    size_t group_bytes) {
+  return (g - seg_begin) * group_bytes;
+}
+
+/* Offset of slot `slot` of data region `region` (0 or 1) from the start of
+ * the data regions. */
+QCOLL_QLAYOUT_HD size_t qcoll__qlayout_slot_offset(size_t region_bytes, int nranks, int region,
+                                                   int slot) {
+  return (size_t)region * region_bytes +
+         (size_t)slot * qcoll__qlayout_slot_bytes(region_bytes, nranks);
+}
+
+/* Grid of one launch of `groups` groups: a function of its arguments only,
+ * so every rank picks the same grid for the same call; 1..limit. */
+QCOLL_QLAYOUT_HD int qcoll__qlayout_grid(size_t groups, int limit) {
+  size_t grid = (groups + QCOLL_QLAYOUT_GROUPS_PER_BLOCK - 1) / QCOLL_QLAYOUT_GROUPS_PER_BLOCK;
+  if (limit < 1) limit = 1;
+  if (grid > (size_t)limit) grid = (size_t)limit;
+  if (grid < 1) grid = 1;
+  return (int)grid;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,402 @@
+/*
+ * The quantised two-shot all-reduce kernel (src/coll/cuda/allreduce_quant.cu)
+ * modelled on the CPU: n simulated ranks with their data regions, the
+ * kernel's three phases for every block of a grid, the transport's chunk
+ * loop, all through the layout functions the kernel itself calls
+ * (quant_layout.h) and codec.h's group functions (the GPU's warp path gives
+ * the same bytes, test_codec_gpu checks that).  Asserted:
+ *
+ *  - every encoded group lies inside its slot, and no byte of a region is
+ *    written twice in one launch (segments, pieces and slots do not overlap);
+ *  - every group read in phase 2 or 3 was written earlier in the same
+ *    launch (never stale bytes of an earlier launch or chunk);
+ *  - every output element is written exactly once;
+ *  - every rank's output equals ref_scheme_qcoll() (tests/codec/ref_scheme.c)
+ *    rounded to the element type, bit for bit (NaN as the kernel stores it),
+ *    for every format x f16/bf16/f32 x world sizes 1..8 x grids x counts from
+ *    1 to several chunks, with inf, NaN, overflowing and all-zero groups.
+ *
+ * What this cannot show: the device code itself (warp shuffles, barriers,
+ * memory ordering); the GPU tests in tests/gpu do.
+ *
+ * Compiled with -ffp-contract=off (sums rounded as written).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "coll/codec.h"
+#include "coll/cuda/quant_layout.h"
+#include "quant_data.h"
+#include "ref_scheme.h"
+
+#define G QCOLL_CODEC_GROUP
+#define MAX_RANKS 8
+
+static const qcoll_quant_t FORMATS[] = {QCOLL_QUANT_INT8, QCOLL_QUANT_INT6, QCOLL_QUANT_INT4,
+                                        QCOLL_QUANT_FP8};
+static const qcoll_dtype_t DTYPES[] = {QCOLL_F16, QCOLL_BF16, QCOLL_F32};
+
+/* ---- the simulated ranks ------------------------------------------------ */
+
+enum { UNWRITTEN = 0, BY_PHASE1 = 1, BY_PHASE2 = 2 };
+
+typedef struct model {
+  int n;
+  size_t region_bytes;
+  uint8_t *data[MAX_RANKS];    /* each rank's two data regions */
+  uint8_t *written[MAX_RANKS]; /* per byte: which phase of this launch wrote it */
+} model_t;
+
+static void model_init(model_t *m, int n, size_t region_bytes) {
+  memset(m, 0, sizeof *m);
+  m->n = n;
+  m->region_bytes = region_bytes;
+  for (int r = 0; r < n; r++) {
+    m->data[r] = malloc(2 * region_bytes);
+    m->written[r] = malloc(2 * region_bytes);
+    assert_non_null(m->data[r]);
+    assert_non_null(m->written[r]);
+    memset(m->data[r], 0xa5, 2 * region_bytes); /* garbage, never zeros */
+  }
+}
+
+static void model_free(model_t *m) {
+  for (int r = 0; r < m->n; r++) free(m->data[r]), free(m->written[r]);
+}
+
+/* Write one group at `offset` of rank's data regions, first time this
+ * launch. */
+static void put_group(model_t *m, int rank, size_t offset, const uint8_t *bytes, size_t gb,
+                      int phase) {
+  assert_true(offset + gb <= 2 * m->region_bytes);
+  for (size_t k = 0; k < gb; k++) {
+    if (m->written[rank][offset + k] != UNWRITTEN) {
+      print_error("rank %d byte %zu written twice in one launch (phases %d and %d)\n", rank,
+                  offset + k, m->written[rank][offset + k], phase);
+      fail();
+    }
+    m->written[rank][offset + k] = (uint8_t)phase;
+  }
+  memcpy(m->data[rank] + offset, bytes, gb);
+}
+
+/* The group at `offset` of rank's regions, which `phase` must have written. */
+static const uint8_t *get_group(const model_t *m, int rank, size_t offset, size_t gb, int phase) {
+  assert_true(offset + gb <= 2 * m->region_bytes);
+  for (size_t k = 0; k < gb; k++)
+    if (m->written[rank][offset + k] != phase) {
+      print_error(
+          "rank %d byte %zu read in phase %d holds %s\n", rank, offset + k, phase + 1,
+          m->written[rank][offset + k] == UNWRITTEN ? "stale data" : "the wrong phase's data");
+      fail();
+    }
+  return m->data[rank] + offset;
+}
+
+/* ---- one launch, as the kernel does it ----------------------------------- */
+
+typedef struct launch {
+  qcoll_quant_t fmt;
+  qcoll_dtype_t dtype;
+  int grid;
+  size_t count;
+  const float *in[MAX_RANKS]; /* each rank's chunk, f32 values exact in dtype */
+  uint32_t *out[MAX_RANKS];   /* each rank's chunk of output bits */
+  uint8_t *out_hits[MAX_RANKS];
+} launch_t;
+
+static void slot_check(const model_t *m, size_t seg_begin, size_t g, size_t gb) {
+  size_t slot = qcoll__qlayout_slot_bytes(m->region_bytes, m->n);
+  assert_true(qcoll__qlayout_group_offset(g, seg_begin, gb) + gb <= slot);
+}
+
+static void phase1(model_t *m, const launch_t *l) {
+  size_t gb = qcoll__codec_group_bytes(l->fmt), groups = qcoll__codec_groups(l->count);
+  uint8_t wire[QCOLL_CODEC_MAX_GROUP_BYTES];
+  for (int p = 0; p < m->n; p++)
+    for (int b = 0; b < l->grid; b++)
+      for (int s = 0; s < m->n; s++) {
+        size_t sb, se, pb, pe;
+        qcoll__qlayout_segment(groups, m->n, s, &sb, &se);
+        qcoll__qlayout_piece(sb, se, (unsigned)b, (unsigned)l->grid, &pb, &pe);
+        for (size_t g = pb; g < pe; g++) {
+          float x[G];
+          for (int lane = 0; lane < G; lane++) {
+            size_t i = g * G + (size_t)lane;
+            x[lane] = i < l->count ? l->in[p][i] : 0.0f;
+          }
+          qcoll__codec_encode_group(l->fmt, x, wire);
+          slot_check(m, sb, g, gb);
+          put_group(m, s,
+                    qcoll__qlayout_slot_offset(m->region_bytes, m->n, 0, p) +
+                        qcoll__qlayout_group_offset(g, sb, gb),
+                    wire, gb, BY_PHASE1);
+        }
+      }
+}
+
+static void phase2(model_t *m, const launch_t *l) {
+  size_t gb = qcoll__codec_group_bytes(l->fmt), groups = qcoll__codec_groups(l->count);
+  uint8_t wire[QCOLL_CODEC_MAX_GROUP_BYTES];
+  for (int s = 0; s < m->n; s++)
+    for (int b = 0; b < l->grid; b++) {
+      size_t sb, se, pb, pe;
+      qcoll__qlayout_segment(groups, m->n, s, &sb, &se);
+      qcoll__qlayout_piece(sb, se, (unsigned)b, (unsigned)l->grid, &pb, &pe);
+      for (size_t g = pb; g < pe; g++) {
+        size_t at = qcoll__qlayout_group_offset(g, sb, gb);
+        float acc[G], dec[G];
+        for (int p = 0; p < m->n; p++) { /* rank order */
+          size_t off = qcoll__qlayout_slot_offset(m->region_bytes, m->n, 0, p) + at;
+          qcoll__codec_decode_group(l->fmt, get_group(m, s, off, gb, BY_PHASE1), dec);
+          for (int lane = 0; lane < G; lane++)
+            acc[lane] = p == 0 ? dec[lane] : acc[lane] + dec[lane];
+        }
+        for (int lane = 0; lane < G; lane++)
+          if (g * G + (size_t)lane >= l->count) acc[lane] = 0.0f;
+        qcoll__codec_encode_group(l->fmt, acc, wire);
+        for (int q = 0; q < m->n; q++)
+          put_group(m, q, qcoll__qlayout_slot_offset(m->region_bytes, m->n, 1, s) + at, wire, gb,
+                    BY_PHASE2);
+      }
+    }
+}
+
+static void phase3(model_t *m, const launch_t *l) {
+  size_t gb = qcoll__codec_group_bytes(l->fmt), groups = qcoll__codec_groups(l->count);
+  for (int q = 0; q < m->n; q++)
+    for (int b = 0; b < l->grid; b++)
+      for (int owner = 0; owner < m->n; owner++) {
+        size_t sb, se, pb, pe;
+        qcoll__qlayout_segment(groups, m->n, owner, &sb, &se);
+        qcoll__qlayout_piece(sb, se, (unsigned)b, (unsigned)l->grid, &pb, &pe);
+        for (size_t g = pb; g < pe; g++) {
+          float y[G];
+          size_t off = qcoll__qlayout_slot_offset(m->region_bytes, m->n, 1, owner) +
+                       qcoll__qlayout_group_offset(g, sb, gb);
+          qcoll__codec_decode_group(l->fmt, get_group(m, q, off, gb, BY_PHASE2), y);
+          for (int lane = 0; lane < G; lane++) {
+            size_t i = g * G + (size_t)lane;
+            if (i >= l->count) continue;
+            l->out[q][i] = qd_store_bits(l->dtype, y[lane]);
+            l->out_hits[q][i]++;
+          }
+        }
+      }
+}
+
+static void model_launch(model_t *m, const launch_t *l) {
+  for (int r = 0; r < m->n; r++) memset(m->written[r], UNWRITTEN, 2 * m->region_bytes);
+  phase1(m, l);
+  phase2(m, l); /* after barrier 0 */
+  phase3(m, l); /* after barrier 1 */
+}
+
+/* ---- one message, through the transport's chunk loop -------------------- */
+
+typedef enum data_kind { DATA_GAUSS, DATA_SPECIAL } data_kind_t;
+
+/* Rank r's inputs: Gaussian with a different scale per group, some groups
+ * all zero, and with DATA_SPECIAL an inf, a NaN and values near the f16
+ * maximum (their sum overflows f16) at a few places. */
+static void make_inputs(float *x, size_t count, int rank, int nranks, qcoll_dtype_t dtype,
+                        data_kind_t kind, uint64_t seed) {
+  qd_rng_t rng = {seed * 1000003u + (uint64_t)rank};
+  for (size_t i = 0; i < count; i++) {
+    size_t g = i / G;
+    double scale = ldexp(1.0, (int)(g % 9) - 4);
+    x[i] = g % 11 == 5 ? 0.0f : qd_round(dtype, (float)(qd_gauss(&rng) * scale));
+  }
+  if (kind != DATA_SPECIAL) return;
+  if (count > 3 && rank == 0) x[3] = INFINITY;
+  if (count > 40 && rank == nranks - 1) x[40] = NAN;
+  for (size_t i = 70; i < count && i < 70 + G; i++) x[i] = (i & 1) ? 60000.0f : -60000.0f;
+}
+
+typedef struct message_case {
+  qcoll_quant_t fmt;
+  qcoll_dtype_t dtype;
+  int n;
+  size_t count;
+  size_t region_bytes;
+  int grid_limit; /* the grid is qcoll__qlayout_grid(groups, grid_limit) */
+  data_kind_t kind;
+} message_case_t;
+
+static int run_message(const message_case_t *c, uint64_t seed) {
+  float *in[MAX_RANKS], *ref = malloc((c->count + 1) * sizeof(float));
+  uint32_t *out[MAX_RANKS];
+  uint8_t *hits[MAX_RANKS];
+  assert_non_null(ref);
+  for (int r = 0; r < c->n; r++) {
+    in[r] = malloc((c->count + 1) * sizeof(float));
+    out[r] = calloc(c->count + 1, sizeof(uint32_t));
+    hits[r] = calloc(c->count + 1, 1);
+    assert_non_null(in[r]), assert_non_null(out[r]), assert_non_null(hits[r]);
+    make_inputs(in[r], c->count, r, c->n, c->dtype, c->kind, seed);
+  }
+  assert_int_equal(ref_scheme_qcoll(c->fmt, c->n, c->count, (const float *const *)in, ref), 0);
+
+  model_t m;
+  model_init(&m, c->n, c->region_bytes);
+  size_t chunk =
+      qcoll__qlayout_chunk_elems(c->region_bytes, c->n, qcoll__codec_group_bytes(c->fmt));
+  assert_true(chunk > 0 && chunk % G == 0);
+  int launches = 0;
+  for (size_t off = 0; off < c->count; off += chunk) {
+    launch_t l = {.fmt = c->fmt, .dtype = c->dtype};
+    l.count = c->count - off < chunk ? c->count - off : chunk;
+    l.grid = qcoll__qlayout_grid(qcoll__codec_groups(l.count), c->grid_limit);
+    for (int r = 0; r < c->n; r++) {
+      l.in[r] = in[r] + off;
+      l.out[r] = out[r] + off;
+      l.out_hits[r] = hits[r] + off;
+    }
+    model_launch(&m, &l);
+    launches++;
+  }
+
+  size_t bad = 0;
+  for (int r = 0; r < c->n; r++)
+    for (size_t i = 0; i < c->count; i++) {
+      uint32_t want = qd_store_bits(c->dtype, ref[i]);
+      if (hits[r][i] == 1 && out[r][i] == want) continue;
+      if (bad++ < 5)
+        print_error(
+            "%s %s n=%d count=%zu region=%zu grid<=%d: rank %d element %zu: %s 0x%x, "
+            "reference 0x%x\n",
+            qd_quant_name(c->fmt), qd_dtype_name(c->dtype), c->n, c->count, c->region_bytes,
+            c->grid_limit, r, i, hits[r][i] == 1 ? "got" : "written 0 or 2+ times, got", out[r][i],
+            want);
+    }
+  assert_int_equal(bad, 0);
+  model_free(&m);
+  for (int r = 0; r < c->n; r++) free(in[r]), free(out[r]), free(hits[r]);
+  free(ref);
+  return launches;
+}
+
+/* ---- the tests ------------------------------------------------------------ */
+
+static void test_layout_functions(void **state) {
+  (void)state;
+  /* Slots: n per region, 16-byte aligned, inside the region. */
+  for (int n = 1; n <= MAX_RANKS; n++) {
+    size_t rb = 4096 * 3;
+    size_t slot = qcoll__qlayout_slot_bytes(rb, n);
+    assert_true(slot % 16 == 0 && slot * (size_t)n <= rb && slot > 0);
+    assert_true(qcoll__qlayout_slot_offset(rb, n, 1, n - 1) + slot <= 2 * rb);
+    for (size_t f = 0; f < 4; f++) {
+      size_t gb = qcoll__codec_group_bytes(FORMATS[f]);
+      size_t chunk = qcoll__qlayout_chunk_elems(rb, n, gb);
+      /* The largest segment of a full chunk fits a slot exactly as computed. */
+      size_t sb, se;
+      qcoll__qlayout_segment(qcoll__codec_groups(chunk), n, n - 1, &sb, &se);
+      assert_true((se - sb) * gb <= slot);
+      assert_true(((se - sb) + 1) * gb > slot);
+    }
+  }
+  /* Segments and pieces tile the groups exactly, for any grid. */
+  const size_t groups_list[] = {0, 1, 2, 7, 8, 9, 255, 1000};
+  for (size_t k = 0; k < sizeof groups_list / sizeof groups_list[0]; k++)
+    for (int n = 1; n <= MAX_RANKS; n++)
+      for (unsigned grid = 1; grid <= 300; grid += grid < 10 ? 1 : 37) {
+        size_t next = 0;
+        for (int s = 0; s < n; s++) {
+          size_t sb, se;
+          qcoll__qlayout_segment(groups_list[k], n, s, &sb, &se);
+          assert_true(sb == next && se >= sb);
+          assert_true(se - sb <= (groups_list[k] + (size_t)n - 1) / (size_t)n);
+          size_t piece_next = sb;
+          for (unsigned b = 0; b < grid; b++) {
+            size_t pb, pe;
+            qcoll__qlayout_piece(sb, se, b, grid, &pb, &pe);
+            assert_true(pb == piece_next && pe >= pb);
+            piece_next = pe;
+          }
+          assert_true(piece_next == se);
+          next = se;
+        }
+        assert_true(next == groups_list[k]);
+      }
+  /* Grids: 1..limit, growing with the groups. */
+  assert_int_equal(qcoll__qlayout_grid(0, 256), 1);
+  assert_int_equal(qcoll__qlayout_grid(1, 256), 1);
+  assert_int_equal(qcoll__qlayout_grid(QCOLL_QLAYOUT_GROUPS_PER_BLOCK + 1, 256), 2);
+  assert_int_equal(qcoll__qlayout_grid(1000000, 256), 256);
+  assert_int_equal(qcoll__qlayout_grid(1000000, 0), 1);
+}
+
+/* Small counts and tails, every format, dtype and world size, two grids. */
+static void test_small_messages(void **state) {
+  (void)state;
+  uint64_t seed = 1;
+  int cases = 0;
+  for (size_t f = 0; f < 4; f++)
+    for (size_t d = 0; d < 3; d++)
+      for (int n = 1; n <= MAX_RANKS; n++) {
+        const size_t counts[] = {
+            1, 31, 32, 33, (size_t)G * n - 1, (size_t)G * n, (size_t)G * n + 1, 1000, 4099};
+        for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
+          for (int grid_limit = 1; grid_limit <= 256; grid_limit += 255) {
+            message_case_t mc = {FORMATS[f],
+                                 DTYPES[d],
+                                 n,
+                                 counts[c],
+                                 64 * 1024,
+                                 grid_limit,
+                                 c % 2 ? DATA_SPECIAL : DATA_GAUSS};
+            run_message(&mc, seed++);
+            cases++;
+          }
+      }
+  print_message("%d small messages: every rank equals the reference bit for bit\n", cases);
+}
+
+/* Messages of several chunks (small regions), odd grids. */
+static void test_chunked_messages(void **state) {
+  (void)state;
+  uint64_t seed = 1000;
+  int cases = 0, max_launches = 0;
+  const int sizes[] = {2, 3, 4, 8};
+  for (size_t f = 0; f < 4; f++)
+    for (size_t d = 0; d < 3; d++)
+      for (size_t k = 0; k < 4; k++) {
+        int n = sizes[k];
+        size_t rb = 4096;
+        size_t chunk = qcoll__qlayout_chunk_elems(rb, n, qcoll__codec_group_bytes(FORMATS[f]));
+        const size_t counts[] = {chunk, chunk + 1, 2 * chunk + 17 * G + 5};
+        const int grids[] = {3, 7, 256};
+        for (size_t c = 0; c < 3; c++) {
+          message_case_t mc = {FORMATS[f],
+                               DTYPES[d],
+                               n,
+                               counts[c],
+                               rb,
+                               grids[c],
+                               c == 2 ? DATA_SPECIAL : DATA_GAUSS};
+          int launches = run_message(&mc, seed++);
+          assert_int_equal(launches, (int)((counts[c] + chunk - 1) / chunk));
+          if (launches > max_launches) max_launches = launches;
+          cases++;
+        }
+      }
+  print_message("%d chunked messages (up to %d launches): every rank equals the reference\n", cases,
+                max_launches);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_layout_functions),
+      cmocka_unit_test(test_small_messages),
+      cmocka_unit_test(test_chunked_messages),
+  };
+  return cmocka_run_group_tests_name("quant_layout", tests, NULL, NULL);
+}

@@ -1,0 +1,445 @@
+/*
+ * The quantised two-shot kernel (src/coll/cuda/allreduce_quant.cu) on its
+ * own, without the library: one process plays N ranks on one GPU, each with
+ * its own IPC-layout buffer and stream, and calls the launchers directly, in
+ * chunks as the transport does.  If gpu_quant (through the library) fails
+ * and this passes, look at the transport; if both fail, at the kernel.
+ *
+ *  - every format x f16/bf16/f32 x counts (1 value, 1 group, tails, several
+ *    chunks) x grid limits (1, 3, the GPU's): every rank's output equals the
+ *    CPU reference of qcoll's scheme bit for bit, within the error bound,
+ *    nothing written outside the output, in place and out of place;
+ *  - quantised, one-shot and two-shot launches interleaved on the streams;
+ *  - a graph per rank of fill -> quantised all-reduce -> save -> bump,
+ *    replayed 100 times with new inputs: every replay bit for bit;
+ *  - the last rank never arrives: the others give up within the deadline.
+ *
+ *   gpu_quant_kernels [N...]      (default: 2 3 4 8)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll/codec.h"
+#include "coll/cuda/launch.h"
+#include "gpu_test.h"
+#include "quant_check.h"
+
+/* Small buffers: messages of a few hundred thousand elements need several
+ * launches. */
+#define IPC_BYTES (512u << 10)
+#define GUARD_ELEMS 64
+#define GUARD_BYTE 0x5a
+#define REPLAYS 100
+
+static const qcoll_quant_t FORMATS[] = {QCOLL_QUANT_INT8, QCOLL_QUANT_INT6,
+                                        QCOLL_QUANT_INT4, QCOLL_QUANT_FP8};
+static const qcoll_dtype_t DTYPES[] = {QCOLL_F16, QCOLL_BF16, QCOLL_F32};
+
+typedef struct world {
+  int n;
+  int full_grid; /* the residency limit */
+  char *buffers[QCOLL_IPC_MAX_RANKS];
+  unsigned long long
+      *words[QCOLL_IPC_MAX_RANKS]; /* host-mapped: error, abort */
+  cudaStream_t streams[QCOLL_IPC_MAX_RANKS];
+  qcoll__ipc_view_t views[QCOLL_IPC_MAX_RANKS];
+} world_t;
+
+static void reset_state(world_t *w) {
+  for (int r = 0; r < w->n; r++) {
+    GT_CUDA(cudaMemset(w->buffers[r], 0, QCOLL_IPC_HEADER_BYTES));
+    w->words[r][0] = 0;
+    w->words[r][1] = 0;
+  }
+  GT_CUDA(cudaDeviceSynchronize());
+}
+
+static void set_grid_limit(world_t *w, int limit) {
+  for (int r = 0; r < w->n; r++) w->views[r].max_grid = limit;
+}
+
+static void set_timeout(world_t *w, double seconds) {
+  for (int r = 0; r < w->n; r++)
+    w->views[r].timeout_ns = (unsigned long long)(seconds * 1e9);
+}
+
+static void world_init(world_t *w, int n) {
+  memset(w, 0, sizeof *w);
+  w->n = n;
+  int resident = 0;
+  GT_CUDA(qcoll__cuda_all_reduce_resident_blocks(&resident));
+  w->full_grid = resident / n;
+  if (w->full_grid > QCOLL_IPC_MAX_BLOCKS) w->full_grid = QCOLL_IPC_MAX_BLOCKS;
+  for (int r = 0; r < n; r++) {
+    GT_CUDA(cudaMalloc((void **)&w->buffers[r], IPC_BYTES));
+    GT_CUDA(cudaHostAlloc((void **)&w->words[r], 2 * sizeof(unsigned long long),
+                          cudaHostAllocMapped));
+    GT_CUDA(cudaStreamCreateWithFlags(&w->streams[r], cudaStreamNonBlocking));
+  }
+  for (int r = 0; r < n; r++) {
+    qcoll__ipc_view_t *v = &w->views[r];
+    for (int p = 0; p < n; p++) v->bases[p] = w->buffers[p];
+    unsigned long long *dev_words = NULL;
+    GT_CUDA(cudaHostGetDevicePointer((void **)&dev_words, w->words[r], 0));
+    v->error_word = dev_words;
+    v->host_abort = dev_words + 1;
+    v->region_bytes = qcoll__ipc_region_bytes(IPC_BYTES);
+    v->rank = r;
+    v->nranks = n;
+  }
+  set_grid_limit(w, w->full_grid);
+  set_timeout(w, 60);
+  reset_state(w);
+}
+
+static void world_free(world_t *w) {
+  GT_CUDA(cudaDeviceSynchronize());
+  for (int r = 0; r < w->n; r++) {
+    GT_CUDA(cudaFree(w->buffers[r]));
+    GT_CUDA(cudaFreeHost(w->words[r]));
+    GT_CUDA(cudaStreamDestroy(w->streams[r]));
+  }
+}
+
+static void sync_all(world_t *w, const char *what) {
+  for (int r = 0; r < w->n; r++) gt_wait_stream(w->streams[r], 120, what);
+  for (int r = 0; r < w->n; r++)
+    if (w->words[r][0])
+      gt_fail("%s: rank %d raised error word 0x%016llx", what, r,
+              w->words[r][0]);
+}
+
+/* Rank r's quantised all-reduce in chunks, as the transport does. */
+static void quant_launches(world_t *w, int r, const void *send, void *recv,
+                           size_t count, qcoll_dtype_t dtype, qcoll_quant_t fmt,
+                           cudaStream_t stream) {
+  size_t es = gt_dtype_size(dtype);
+  size_t chunk = qcoll__cuda_all_reduce_quant_chunk_elems(&w->views[r], fmt);
+  for (size_t off = 0; off < count; off += chunk)
+    GT_CUDA(qcoll__cuda_all_reduce_quant_launch(
+        &w->views[r], (const char *)send + off * es, (char *)recv + off * es,
+        count - off < chunk ? count - off : chunk, dtype, fmt, stream));
+}
+
+/* Every rank's output against the reference, the bound and the guards. */
+static void check_outputs(world_t *w, const qt_inputs_t *in, qcoll_quant_t fmt,
+                          char *const *recv_base, size_t lead, bool guards,
+                          const char *what) {
+  size_t es = gt_dtype_size(in->dtype);
+  size_t bytes = (in->count + 2 * GUARD_ELEMS) * es;
+  char *host = malloc(bytes), *expected = malloc(in->count * es + 4);
+  if (!host || !expected || qt_expected(in, fmt, expected)) exit(1);
+  for (int r = 0; r < w->n; r++) {
+    char label[320];
+    snprintf(label, sizeof label, "%s rank %d", what, r);
+    GT_CUDA(cudaMemcpy(host, recv_base[r], bytes, cudaMemcpyDeviceToHost));
+    if (gt_compare(expected, host + lead, in->count, in->dtype, label))
+      continue;
+    if (r == 0) {
+      double worst, rms;
+      qt_check_bound(in, fmt, host + lead, label, &worst, &rms);
+    }
+    if (!guards) continue;
+    for (size_t b = 0; b < bytes; b++) {
+      if (b >= lead && b < lead + in->count * es) continue;
+      if ((unsigned char)host[b] != GUARD_BYTE) {
+        gt_fail("%s: byte %lld relative to recvbuf changed to 0x%02x", label,
+                (long long)b - (long long)lead, (unsigned char)host[b]);
+        break;
+      }
+    }
+  }
+  free(host);
+  free(expected);
+}
+
+/* ---- exact results ------------------------------------------------------ */
+
+static void run_case(world_t *w, qcoll_quant_t fmt, qcoll_dtype_t dtype,
+                     size_t count, bool in_place, size_t offset, qt_data_t kind,
+                     uint32_t seed) {
+  char what[256];
+  snprintf(what, sizeof what, "N=%d %s %s count=%zu grid<=%d %s+%zu %s", w->n,
+           qt_quant_name(fmt), gt_dtype_name(dtype), count,
+           w->views[0].max_grid, in_place ? "in-place" : "out-of-place", offset,
+           kind == QT_DATA_SPECIAL ? "specials" : "generated");
+  size_t es = gt_dtype_size(dtype);
+  size_t bytes = (count + 2 * GUARD_ELEMS) * es;
+  size_t lead = (GUARD_ELEMS + offset) * es;
+  qt_inputs_t in;
+  if (qt_inputs_make(&in, w->n, count, dtype, seed, kind)) exit(1);
+  char *host = malloc(bytes), *send[QCOLL_IPC_MAX_RANKS],
+       *recv[QCOLL_IPC_MAX_RANKS];
+  if (!host) exit(1);
+  for (int r = 0; r < w->n; r++) {
+    GT_CUDA(cudaMalloc((void **)&send[r], bytes));
+    recv[r] = send[r];
+    if (!in_place) GT_CUDA(cudaMalloc((void **)&recv[r], bytes));
+    memset(host, GUARD_BYTE, bytes);
+    gt_upload(recv[r], host, bytes);
+    qt_inputs_store(&in, r, host + lead);
+    gt_upload(send[r], host, bytes);
+  }
+  for (int r = 0; r < w->n; r++)
+    quant_launches(w, r, send[r] + lead, recv[r] + lead, count, dtype, fmt,
+                   w->streams[r]);
+  sync_all(w, what);
+  check_outputs(w, &in, fmt, recv, lead, !in_place, what);
+  for (int r = 0; r < w->n; r++) {
+    GT_CUDA(cudaFree(send[r]));
+    if (!in_place) GT_CUDA(cudaFree(recv[r]));
+  }
+  free(host);
+  qt_inputs_free(&in);
+}
+
+static void test_exact(world_t *w) {
+  int before = gt_failures(), cases = 0;
+  uint32_t seed = 100;
+  const size_t n = (size_t)w->n;
+  const int limits[] = {w->full_grid, 1, 3};
+  for (size_t f = 0; f < 4; f++) {
+    const size_t chunk =
+        qcoll__cuda_all_reduce_quant_chunk_elems(&w->views[0], FORMATS[f]);
+    for (size_t d = 0; d < 3; d++) {
+      const size_t counts[] = {1,    32,         33,           32 * n + 5,
+                               5000, chunk + 45, 2 * chunk + 3};
+      for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+        int limit = limits[(f + d + c) % 3];
+        set_grid_limit(w, limit);
+        run_case(w, FORMATS[f], DTYPES[d], counts[c], (c + d) % 2 == 1,
+                 (c + f) % 3 == 2 ? 1 : 0,
+                 counts[c] >= 160 && c % 2 ? QT_DATA_SPECIAL : QT_DATA_GEN,
+                 seed++);
+        cases++;
+      }
+    }
+  }
+  set_grid_limit(w, w->full_grid);
+  gt_note("N=%d exact: %d cases %s", w->n, cases,
+          gt_failures() == before ? "ok" : "FAILED");
+}
+
+/* ---- quantised and unquantised launches interleaved --------------------- */
+
+static void test_mixed(world_t *w) {
+  int before = gt_failures();
+  const size_t qn = 150001, un = 200000;
+  float *qsend[QCOLL_IPC_MAX_RANKS], *qrecv[QCOLL_IPC_MAX_RANKS];
+  float *usend[QCOLL_IPC_MAX_RANKS], *urecv[QCOLL_IPC_MAX_RANKS];
+  qt_inputs_t in;
+  if (qt_inputs_make(&in, w->n, qn, QCOLL_F32, 77, QT_DATA_GEN)) exit(1);
+  float *host = malloc(un * sizeof(float)),
+        *expected = malloc(un * sizeof(float));
+  if (!host || !expected) exit(1);
+  for (int r = 0; r < w->n; r++) {
+    GT_CUDA(cudaMalloc((void **)&qsend[r], qn * 4));
+    GT_CUDA(cudaMalloc((void **)&qrecv[r], (qn + 2 * GUARD_ELEMS) * 4));
+    GT_CUDA(cudaMalloc((void **)&usend[r], un * 4));
+    GT_CUDA(cudaMalloc((void **)&urecv[r], un * 4));
+    qt_inputs_store(&in, r, host);
+    gt_upload(qsend[r], host, qn * 4);
+    gt_fill_inputs(host, un, GT_SMALL_INTS, r, 9, QCOLL_F32);
+    gt_upload(usend[r], host, un * 4);
+  }
+  gt_reference(expected, un, GT_SMALL_INTS, w->n, 9, QCOLL_F32, QCOLL_SUM);
+  /* Rounds of: quantised, two-shot, quantised (other format), one-shot. */
+  const int rounds = 20;
+  for (int k = 0; k < rounds; k++)
+    for (int r = 0; r < w->n; r++) {
+      cudaStream_t s = w->streams[r];
+      quant_launches(w, r, qsend[r], (char *)qrecv[r] + GUARD_ELEMS * 4, qn,
+                     QCOLL_F32, QCOLL_QUANT_INT6, s);
+      size_t chunk =
+          qcoll__cuda_all_reduce_chunk_elems(&w->views[r], QCOLL_F32);
+      for (size_t off = 0; off < un; off += chunk)
+        GT_CUDA(qcoll__cuda_all_reduce_launch(
+            &w->views[r], k % 2 ? QCOLL_IPC_TWOSHOT : QCOLL_IPC_ONESHOT,
+            usend[r] + off, urecv[r] + off, un - off < chunk ? un - off : chunk,
+            QCOLL_F32, QCOLL_SUM, s));
+      quant_launches(w, r, qsend[r], (char *)qrecv[r] + GUARD_ELEMS * 4, qn,
+                     QCOLL_F32, QCOLL_QUANT_INT6, s);
+    }
+  sync_all(w, "mixed launches");
+  char what[128];
+  snprintf(what, sizeof what, "N=%d mixed launches, quantised int6 f32", w->n);
+  check_outputs(w, &in, QCOLL_QUANT_INT6, (char *const *)qrecv, GUARD_ELEMS * 4,
+                false, what);
+  for (int r = 0; r < w->n; r++) {
+    GT_CUDA(cudaMemcpy(host, urecv[r], un * 4, cudaMemcpyDeviceToHost));
+    snprintf(what, sizeof what, "N=%d mixed launches, unquantised rank %d",
+             w->n, r);
+    gt_compare(expected, host, un, QCOLL_F32, what);
+  }
+  for (int r = 0; r < w->n; r++) {
+    GT_CUDA(cudaFree(qsend[r]));
+    GT_CUDA(cudaFree(qrecv[r]));
+    GT_CUDA(cudaFree(usend[r]));
+    GT_CUDA(cudaFree(urecv[r]));
+  }
+  free(host);
+  free(expected);
+  qt_inputs_free(&in);
+  gt_note("N=%d mixed quantised/unquantised launches (%d rounds): %s", w->n,
+          rounds, gt_failures() == before ? "ok" : "FAILED");
+}
+
+/* ---- graph replay -------------------------------------------------------- */
+
+static void test_graph(world_t *w, qcoll_quant_t fmt, qcoll_dtype_t dtype,
+                       size_t count, uint32_t seed) {
+  int before = gt_failures();
+  const size_t bytes = count * gt_dtype_size(dtype);
+  void *send[QCOLL_IPC_MAX_RANKS], *recv[QCOLL_IPC_MAX_RANKS],
+      *history[QCOLL_IPC_MAX_RANKS];
+  unsigned *counter[QCOLL_IPC_MAX_RANKS];
+  cudaGraphExec_t exec[QCOLL_IPC_MAX_RANKS];
+  for (int r = 0; r < w->n; r++) {
+    GT_CUDA(cudaMalloc(&send[r], bytes));
+    GT_CUDA(cudaMalloc(&recv[r], bytes));
+    GT_CUDA(cudaMalloc(&history[r], bytes * REPLAYS));
+    GT_CUDA(cudaMalloc((void **)&counter[r], sizeof(unsigned)));
+    GT_CUDA(cudaMemset(counter[r], 0, sizeof(unsigned)));
+  }
+  GT_CUDA(cudaDeviceSynchronize());
+  for (int r = 0; r < w->n; r++) {
+    cudaStream_t s = w->streams[r];
+    cudaGraph_t graph;
+    GT_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    GT_CUDA(qt_fill_launch(send[r], count, dtype, r, seed, counter[r], s));
+    quant_launches(w, r, send[r], recv[r], count, dtype, fmt, s);
+    GT_CUDA(qt_save_launch(history[r], recv[r], bytes, counter[r], REPLAYS, s));
+    GT_CUDA(gt_bump_launch(counter[r], s));
+    GT_CUDA(cudaStreamEndCapture(s, &graph));
+    GT_CUDA(cudaGraphInstantiate(&exec[r], graph, 0));
+    GT_CUDA(cudaGraphDestroy(graph));
+  }
+  double t0 = gt_now();
+  for (int k = 0; k < REPLAYS; k++)
+    for (int r = 0; r < w->n; r++)
+      GT_CUDA(cudaGraphLaunch(exec[r], w->streams[r]));
+  char what[200];
+  snprintf(what, sizeof what, "N=%d graph x%d, %s %s count=%zu", w->n, REPLAYS,
+           qt_quant_name(fmt), gt_dtype_name(dtype), count);
+  sync_all(w, what);
+  double dt = gt_now() - t0;
+  char *host = malloc(bytes + 4), *expected = malloc(bytes + 4);
+  if (!host || !expected) exit(1);
+  for (int k = 0; k < REPLAYS && gt_failures() - before <= 10; k++) {
+    qt_inputs_t in;
+    if (qt_inputs_make(&in, w->n, count, dtype, seed + (uint32_t)k,
+                       QT_DATA_GEN) ||
+        qt_expected(&in, fmt, expected))
+      exit(1);
+    qt_inputs_free(&in);
+    for (int r = 0; r < w->n; r++) {
+      char label[260];
+      snprintf(label, sizeof label, "%s, rank %d replay %d", what, r, k);
+      GT_CUDA(cudaMemcpy(host, (char *)history[r] + (size_t)k * bytes, bytes,
+                         cudaMemcpyDeviceToHost));
+      gt_compare(expected, host, count, dtype, label);
+    }
+  }
+  if (gt_failures() == before)
+    gt_note(
+        "%s: ok, every replay bit-exact on every rank (%.1f us per replay "
+        "of all ranks)",
+        what, dt * 1e6 / REPLAYS);
+  for (int r = 0; r < w->n; r++) {
+    GT_CUDA(cudaGraphExecDestroy(exec[r]));
+    GT_CUDA(cudaFree(send[r]));
+    GT_CUDA(cudaFree(recv[r]));
+    GT_CUDA(cudaFree(history[r]));
+    GT_CUDA(cudaFree(counter[r]));
+  }
+  free(host);
+  free(expected);
+}
+
+/* ---- deadline ----------------------------------------------------------- */
+
+static void test_missing_peer(world_t *w) {
+  const double timeout = 0.25;
+  const size_t count = 40000;
+  float *buf[QCOLL_IPC_MAX_RANKS];
+  for (int r = 0; r < w->n; r++)
+    GT_CUDA(cudaMalloc((void **)&buf[r], count * sizeof(float)));
+  GT_CUDA(cudaDeviceSynchronize());
+  set_timeout(w, timeout);
+  double t0 = gt_now();
+  for (int r = 0; r < w->n - 1; r++)
+    GT_CUDA(qcoll__cuda_all_reduce_quant_launch(
+        &w->views[r], buf[r], buf[r], count, QCOLL_F32, QCOLL_QUANT_INT8,
+        w->streams[r]));
+  for (int r = 0; r < w->n - 1; r++)
+    gt_wait_stream(w->streams[r], 10, "missing peer");
+  double dt = gt_now() - t0;
+  int timeouts = 0;
+  for (int r = 0; r < w->n - 1; r++) {
+    unsigned long long e = w->words[r][0];
+    unsigned kind = (unsigned)(e >> 56) & 0xffu;
+    if (kind == QCOLL_IPC_ERR_TIMEOUT && (int)((e >> 16) & 0xffu) == w->n - 1)
+      timeouts++;
+    if (kind != QCOLL_IPC_ERR_TIMEOUT && kind != QCOLL_IPC_ERR_PEER_ABORTED)
+      gt_fail(
+          "N=%d quantised, missing peer: rank %d's error word is "
+          "0x%016llx, expected a timeout or a peer abort",
+          w->n, r, e);
+  }
+  if (timeouts == 0)
+    gt_fail(
+        "N=%d quantised, missing peer: no rank reported a timeout waiting "
+        "for rank %d",
+        w->n, w->n - 1);
+  else if (dt > timeout + 3.0)
+    gt_fail(
+        "N=%d quantised, missing peer: gave up after %.2f s, deadline %.2f s",
+        w->n, dt, timeout);
+  else
+    gt_note(
+        "N=%d quantised, missing peer: every waiting rank gave up after "
+        "%.2f s (deadline %.2f s)",
+        w->n, dt, timeout);
+  for (int r = 0; r < w->n; r++) GT_CUDA(cudaFree(buf[r]));
+  set_timeout(w, 60);
+  reset_state(w);
+}
+
+int main(int argc, char **argv) {
+  gt_skip_without_gpu("gpu_quant_kernels");
+  GT_CUDA(cudaSetDevice(0));
+  int sizes[16], nsizes = 0;
+  for (int i = 1; i < argc && nsizes < 16; i++) sizes[nsizes++] = atoi(argv[i]);
+  if (nsizes == 0) {
+    static const int def[] = {2, 3, 4, 8};
+    for (int i = 0; i < 4; i++) sizes[nsizes++] = def[i];
+  }
+  for (int i = 0; i < nsizes; i++) {
+    int n = sizes[i];
+    if (n < 1 || n > QCOLL_IPC_MAX_RANKS) {
+      gt_fail("world size %d is outside 1..%d", n, QCOLL_IPC_MAX_RANKS);
+      continue;
+    }
+    world_t w;
+    world_init(&w, n);
+    gt_note(
+        "N=%d: grid limit %d blocks per rank, regions of %zu bytes, int8 "
+        "chunks of %zu elements",
+        n, w.full_grid, w.views[0].region_bytes,
+        qcoll__cuda_all_reduce_quant_chunk_elems(&w.views[0],
+                                                 QCOLL_QUANT_INT8));
+    test_exact(&w);
+    test_mixed(&w);
+    test_graph(&w, QCOLL_QUANT_INT8, QCOLL_BF16, 250001, 300); /* 2 chunks */
+    test_graph(&w, QCOLL_QUANT_FP8, QCOLL_F16, 3333, 400);
+    test_missing_peer(&w);
+    world_free(&w);
+  }
+  if (gt_failures()) {
+    gt_note("%d failure(s)", gt_failures());
+    return 1;
+  }
+  gt_note("all passed");
+  return 0;
+}
