@@ -22,8 +22,8 @@
 #
 # Knobs (environment): RANKS ("2 4"), ROUNDS (5), SIZES ("-b 8 -e 64M -f 2"),
 # ITERS ("-n 20 -w 5"), DTYPE (f32), PLACEMENT (1), PLACEMENT_ROUNDS (3),
-# PLACEMENT_SIZES ("-b 8 -e 2M -f 8"), OUT (build-bench/host-vs-mpi),
-# PLOT (docs/results/host-vs-mpi.png).
+# PLACEMENT_SIZES ("-b 8 -e 2M -f 8"), BUILD_DIR (build-bench),
+# OUT ($BUILD_DIR/host-vs-mpi), PLOT (docs/results/host-vs-mpi.png).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,7 +35,7 @@ DTYPE=${DTYPE:-f32}
 PLACEMENT=${PLACEMENT:-1}
 PLACEMENT_ROUNDS=${PLACEMENT_ROUNDS:-3}
 PLACEMENT_SIZES=${PLACEMENT_SIZES:-"-b 8 -e 2M -f 8"}
-BUILD_DIR=build-bench
+BUILD_DIR=${BUILD_DIR:-build-bench}
 OUT=${OUT:-$BUILD_DIR/host-vs-mpi}
 PLOT=${PLOT:-docs/results/host-vs-mpi.png}
 
@@ -58,7 +58,10 @@ QCOLL_BUILD_DIR=$BUILD_DIR QCOLL_JOBS=${QCOLL_JOBS:-2} scripts/build.sh \
   -DQCOLL_WITH_CUDA=OFF -DBUILD_TESTING=OFF >/dev/null
 mkdir -p "$BUILD_DIR/bench"
 # The same optimisation as the library's default build (RelWithDebInfo).
-mpicc -std=c11 -O2 -g -Wall -Wextra -o "$BUILD_DIR/bench/mpi-perf" bench/mpi-perf.c -lm
+# perf_common.c is what mpi-perf shares with qcoll-perf (options, sweep,
+# check, table); it uses no qcoll API.
+mpicc -std=c11 -O2 -g -Wall -Wextra -Itools/qcoll-perf -o "$BUILD_DIR/bench/mpi-perf" \
+  bench/mpi-perf.c tools/qcoll-perf/perf_common.c -lm
 
 RUN=$BUILD_DIR/tools/qcoll-run/qcoll-run
 QPERF=$BUILD_DIR/tools/qcoll-perf/qcoll-perf

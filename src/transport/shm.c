@@ -27,8 +27,9 @@
  * QCOLL_P2P_BYTES), so 64 ranks fit in about QCOLL_SHM_BYTES.
  *
  * Waits.  A wait polls for QCOLL_SPIN_US (busy when the host has at least
- * as many CPUs as local ranks; otherwise yielding the CPU between polls, so
- * the rank being waited for runs at once), then sleeps on a shared futex in slices of SLEEP_SLICE_NS.  Before
+ * as many CPUs as local ranks; yielding the CPU between polls with up to
+ * YIELD_RANKS_PER_CPU ranks per CPU, so the rank being waited for runs at
+ * once; not at all beyond that), then sleeps on a shared futex in slices of SLEEP_SLICE_NS.  Before
  * each sleep it checks, in order: this communicator's abort flag, the
  * shared abort word (set by a failing peer), every LIVENESS_PERIOD_S
  * whether a peer process has exited (pidfd, else kill(pid, 0)), and the
@@ -125,6 +126,14 @@ _Static_assert(sizeof(shm_pair_t) == PAIR_HEADER, "pair header size");
 
 /* ---- process-local state ------------------------------------------- */
 
+/* How a wait polls before it sleeps, from the host's CPU count (not this
+ * process's affinity mask: ranks pinned one per core must still spin). */
+typedef enum poll_mode {
+  POLL_BUSY,  /* a CPU per rank: a busy loop costs nobody anything */
+  POLL_YIELD, /* a few ranks per CPU: yield, so the awaited rank runs now */
+  POLL_NONE   /* many ranks per CPU: polling would only delay the workers */
+} poll_mode_t;
+
 struct qcoll__shm {
   uint8_t *base;
   size_t bytes;
@@ -142,7 +151,7 @@ struct qcoll__shm {
   struct pollfd *pidfds; /* per local peer; fd -1 when not watched that way */
   uint64_t my_pidns;
   double spin_s;   /* how long a wait polls before it sleeps */
-  bool busy_spin;  /* poll with a busy loop (else yield the CPU between polls) */
+  int poll;        /* poll_mode_t: how a wait polls before it sleeps */
   double next_liveness;
   const char *activity; /* the collective in progress, for messages */
   char name[NAME_MAX_LEN];
@@ -378,19 +387,20 @@ static qcoll_status_t wait_word(qcoll_comm_t comm, _Atomic uint32_t *word,
   qcoll__shm_t *shm = comm->shm;
   double start = qcoll__now();
   qcoll__deadline_t deadline = {start + comm->timeout_s};
-  /* Poll before sleeping: a futex round trip costs tens of microseconds.
-   * With more ranks than CPUs, poll by yielding, so the rank being waited
-   * for gets the CPU at once. */
-  if (shm->spin_s > 0) {
+  /* Poll before sleeping: a futex round trip costs tens of microseconds. */
+  if (shm->spin_s > 0 && shm->poll != POLL_NONE) {
     double spin_end = start + shm->spin_s;
     for (;;) {
-      for (int i = 0; i < 64; i++) {
+      if (shm->poll == POLL_BUSY) {
+        for (int i = 0; i < 64; i++) {
+          if (reached(atomic_load_explicit(word, memory_order_acquire), target))
+            return QCOLL_OK;
+          cpu_relax();
+        }
+      } else {
         if (reached(atomic_load_explicit(word, memory_order_acquire), target))
           return QCOLL_OK;
-        if (shm->busy_spin)
-          cpu_relax();
-        else
-          sched_yield();
+        sched_yield(); /* one yield may last a time slice: check the clock */
       }
       if (failure_flagged(comm) || qcoll__now() >= spin_end) break;
     }
@@ -605,7 +615,8 @@ static bool plan_layout(int n, plan_t *p) {
   /* Every rank gets at least one 64-byte sub-slot per peer (all-to-all and
    * reduce-scatter split a slot that way). */
   size_t slot_min = align_up(QCOLL_MAX((size_t)PAGE, 64 * nn), PAGE);
-  slot = QCOLL_MIN(slot, SLOT_MAX_BYTES);
+  const char *xp = getenv("QCOLL_XP_SLOTMAX");
+  slot = QCOLL_MIN(slot, xp ? (size_t)atoll(xp) : SLOT_MAX_BYTES);
   slot = QCOLL_MAX(slot, slot_min);
   p->layout.slot_bytes = slot;
   p->layout.oneshot_bytes =
@@ -744,12 +755,12 @@ static uint64_t pid_namespace(void) {
   return stat("/proc/self/ns/pid", &sb) == 0 ? (uint64_t)sb.st_ino : 0;
 }
 
-/* Whether this host has fewer CPUs than ranks on it.  The host's count,
- * not this process's affinity mask: ranks pinned one per core must still
- * spin. */
-static bool oversubscribed(int local_size) {
+#define YIELD_RANKS_PER_CPU 4
+
+static poll_mode_t poll_mode(int local_size) {
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  return cpus > 0 && local_size > cpus;
+  if (cpus <= 0 || local_size <= cpus) return POLL_BUSY;
+  return local_size <= YIELD_RANKS_PER_CPU * cpus ? POLL_YIELD : POLL_NONE;
 }
 
 static double spin_seconds(int local_size) {
@@ -773,7 +784,7 @@ static qcoll_status_t attach(qcoll_comm_t comm, qcoll__shm_t *shm) {
   shm->n = comm->local_size;
   shm->my_pidns = pid_namespace();
   shm->spin_s = spin_seconds(shm->n);
-  shm->busy_spin = !oversubscribed(shm->n);
+  shm->poll = poll_mode(shm->n);
   shm->send_seq = calloc((size_t)shm->n, sizeof *shm->send_seq);
   shm->recv_seq = calloc((size_t)shm->n, sizeof *shm->recv_seq);
   shm->pidfds = calloc((size_t)shm->n, sizeof *shm->pidfds);

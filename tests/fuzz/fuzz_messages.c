@@ -9,6 +9,8 @@
  *   FUZZ_REPLY   [expect_rank i32][expect_nranks i32] frame...
  *   FUZZ_STREAM  [kind 1][expect_rank i32][expect_nranks i32] bytes...  kind
  *                % 3: hello at the root, reply at a rank, ring hello
+ *   FUZZ_RING_ERROR  no parameters: the bytes are what a rank reads where it
+ *                expects a ring data header (see fuzz_ring_error)
  * Every parser gets its bytes in a heap block of exactly their length, so a
  * read past the end is caught by AddressSanitizer whoever calls us.
  */
@@ -50,6 +52,18 @@ static void broken(const char *parser, const char *fmt, ...) {
 static uint32_t be32(const uint8_t *p) {
   return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 |
          p[3];
+}
+
+static uint64_t be64(const uint8_t *p) {
+  return (uint64_t)be32(p) << 32 | be32(p + 4);
+}
+
+/* A heap block holding exactly n bytes of p, so that a parser reading one
+ * byte too far is caught by AddressSanitizer; NULL when out of memory. */
+static uint8_t *exact_copy(const uint8_t *p, size_t n) {
+  uint8_t *copy = malloc(n ? n : 1);
+  if (copy && n) memcpy(copy, p, n);
+  return copy;
 }
 
 /* ---- the `why` buffer ------------------------------------------------- */
@@ -310,9 +324,8 @@ static int fuzz_stream(const uint8_t *p, size_t n, why_buf_t *w) {
   int r = check_peek(p, n, b, w, &frame);
   if (r != QCOLL__MSG_OK || frame > n) return r;
   /* The receiver holds exactly the frame it announced. */
-  uint8_t *copy = malloc(frame);
+  uint8_t *copy = exact_copy(p, frame);
   if (!copy) return -1;
-  memcpy(copy, p, frame);
   if (kind == 0)
     r = fuzz_hello(copy, frame, w);
   else if (kind == 1)
@@ -323,6 +336,179 @@ static int fuzz_stream(const uint8_t *p, size_t n, why_buf_t *w) {
   return r;
 }
 
+/* ---- the ring failure report ------------------------------------------- */
+
+#define RING_HDR QCOLL__BOOT_RING_ERROR_MIN_BYTES
+
+static bool printable_byte(uint8_t c) {
+  return c >= 0x20 && c < 0x7f;
+}
+
+/* Only the magic and the type decide, and a report never passes for data. */
+static void check_is_ring_error(const uint8_t *p, size_t n) {
+  const char *parser = "is_ring_error";
+  bool expected = n >= 6 && be32(p) == QCOLL__BOOT_DATA_MAGIC &&
+                  p[5] == QCOLL__BOOT_MSG_RING_ERROR;
+  bool is = qcoll__msg_is_ring_error(p, n);
+  if (is != expected)
+    broken(parser, "said %s for %zu bytes", is ? "yes" : "no", n);
+  qcoll__boot_data_hdr_t data;
+  if (is && n >= QCOLL__BOOT_DATA_HDR_BYTES &&
+      qcoll__msg_decode_data_hdr(p, n, &data, NULL) != QCOLL__MSG_INVALID)
+    broken(parser, "a failure report also passes as a data header");
+}
+
+/* The header alone decides the frame: a header-only copy must read the same,
+ * and an accepted header holds only values the format allows. */
+static int check_peek_ring_error(const uint8_t *p, size_t n, why_buf_t *w,
+                                 size_t *frame) {
+  const char *parser = "peek_ring_error";
+  *frame = 0;
+  qcoll__msg_result_t r = qcoll__msg_peek_ring_error(p, n, frame, why_arg(w));
+  check_result(parser, r, w);
+  if ((r == QCOLL__MSG_INCOMPLETE) != (n < RING_HDR))
+    broken(parser, "result %d for %zu bytes", (int)r, n);
+  if (r != QCOLL__MSG_OK) return r;
+  if (!qcoll__msg_is_ring_error(p, n))
+    broken(parser, "accepted a header that is_ring_error denies");
+  if (p[4] != QCOLL__BOOT_VERSION) broken(parser, "accepted version %u", p[4]);
+  if (p[6] | p[7] | p[12] | p[13] | p[14] | p[15])
+    broken(parser, "accepted a header with reserved bits set");
+  if (be32(p + 8) >= QCOLL__BOOT_MAX_RANKS)
+    broken(parser, "accepted reporter %u", be32(p + 8));
+  uint64_t text = be64(p + 16);
+  if (text > QCOLL__BOOT_RING_ERRTEXT_MAX)
+    broken(parser, "accepted %llu bytes of text, over the bound of %d",
+           (unsigned long long)text, QCOLL__BOOT_RING_ERRTEXT_MAX);
+  if (*frame != RING_HDR + text)
+    broken(parser, "frame of %zu bytes, the header announces %llu of text",
+           *frame, (unsigned long long)text);
+  uint8_t *hdr = exact_copy(p, RING_HDR);
+  size_t again = 0;
+  if (hdr && (qcoll__msg_peek_ring_error(hdr, RING_HDR, &again, NULL) !=
+                  QCOLL__MSG_OK ||
+              again != *frame))
+    broken(parser, "the header alone reads differently");
+  free(hdr);
+  return r;
+}
+
+/* Accepts exactly one whole report; the text is bounded, NUL-terminated and
+ * printable (input bytes kept, unprintable ones as '?'), and re-encoding
+ * gives the input's header and that text. */
+static int check_decode_ring_error(const uint8_t *p, size_t n, why_buf_t *w) {
+  const char *parser = "decode_ring_error";
+  qcoll__boot_ring_error_t out;
+  memset(&out, 'Z', sizeof out); /* an unterminated text shows */
+  qcoll__msg_result_t r = qcoll__msg_decode_ring_error(p, n, &out, why_arg(w));
+  check_result(parser, r, w);
+  if (r == QCOLL__MSG_INCOMPLETE) broken(parser, "said incomplete");
+  size_t frame = 0;
+  bool one_whole_report =
+      qcoll__msg_peek_ring_error(p, n, &frame, NULL) == QCOLL__MSG_OK &&
+      frame == n;
+  if ((r == QCOLL__MSG_OK) != one_whole_report)
+    broken(parser, "result %d for %zu bytes whose header announces %zu", (int)r,
+           n, frame);
+  if (r != QCOLL__MSG_OK) return r;
+  if (out.reporter < 0 || out.reporter >= QCOLL__BOOT_MAX_RANKS ||
+      (uint32_t)out.reporter != be32(p + 8))
+    broken(parser, "reporter %d from a header that says %u", out.reporter,
+           be32(p + 8));
+  size_t len = strnlen(out.text, sizeof out.text);
+  if (len == sizeof out.text) broken(parser, "text is not NUL-terminated");
+  if (len != n - RING_HDR)
+    broken(parser, "text of %zu bytes from a %zu-byte report", len, n);
+  if (!printable(out.text, len)) broken(parser, "text is not printable");
+  for (size_t i = 0; i < len; i++) {
+    uint8_t in = p[RING_HDR + i];
+    if (out.text[i] != (printable_byte(in) ? (char)in : '?'))
+      broken(parser, "text byte %zu is 0x%02x, the input has 0x%02x", i,
+             (uint8_t)out.text[i], in);
+  }
+  uint8_t re[QCOLL__BOOT_RING_ERROR_MAX_BYTES];
+  size_t k =
+      qcoll__msg_encode_ring_error(out.reporter, out.text, re, sizeof re);
+  if (k != n) broken(parser, "re-encoding has %zu bytes, input %zu", k, n);
+  if (memcmp(re, p, RING_HDR) || memcmp(re + RING_HDR, out.text, len))
+    broken(parser, "accepted a report whose re-encoding differs");
+  qcoll__boot_ring_error_t again;
+  if (qcoll__msg_decode_ring_error(re, k, &again, NULL) != QCOLL__MSG_OK ||
+      again.reporter != out.reporter || strcmp(again.text, out.text))
+    broken(parser, "re-encoded report decodes differently");
+  return r;
+}
+
+/* The encoder fed from the input: the reporter from bytes 8..11, the text
+ * from byte 24 to its first NUL (perhaps longer than the bound), and a
+ * buffer of exactly the input's length.  It refuses a reporter outside the
+ * largest world and a buffer too small, writes nothing past what it
+ * returns, and its report decodes to what it was given, cut at the bound. */
+static void check_encode_ring_error(const uint8_t *p, size_t n) {
+  const char *parser = "encode_ring_error";
+  if (n < 12) return;
+  int32_t reporter = (int32_t)be32(p + 8);
+  size_t avail = n > RING_HDR ? n - RING_HDR : 0;
+  char *text = malloc(avail + 1);
+  uint8_t *buf = malloc(n);
+  if (!text || !buf) goto out;
+  if (avail) memcpy(text, p + RING_HDR, avail);
+  text[avail] = '\0';
+  size_t tlen = strlen(text);
+  if (tlen > QCOLL__BOOT_RING_ERRTEXT_MAX) tlen = QCOLL__BOOT_RING_ERRTEXT_MAX;
+  size_t want = RING_HDR + tlen;
+  bool encodable = reporter >= 0 && reporter < QCOLL__BOOT_MAX_RANKS;
+  memset(buf, 0xa5, n);
+  size_t k = qcoll__msg_encode_ring_error(reporter, text, buf, n);
+  if (k != (encodable && n >= want ? want : 0))
+    broken(parser, "wrote %zu bytes for reporter %d, %zu of text, cap %zu", k,
+           reporter, tlen, n);
+  for (size_t i = k; i < n; i++)
+    if (buf[i] != 0xa5) broken(parser, "wrote byte %zu past its %zu", i, k);
+  if (k == 0) goto out;
+  qcoll__boot_ring_error_t back;
+  size_t frame = 0;
+  if (!qcoll__msg_is_ring_error(buf, k) ||
+      qcoll__msg_peek_ring_error(buf, k, &frame, NULL) != QCOLL__MSG_OK ||
+      frame != k ||
+      qcoll__msg_decode_ring_error(buf, k, &back, NULL) != QCOLL__MSG_OK ||
+      back.reporter != reporter || strlen(back.text) != tlen)
+    broken(parser, "its report of %zu bytes does not read back", k);
+  for (size_t i = 0; i < tlen; i++)
+    if (buf[RING_HDR + i] != (uint8_t)text[i])
+      broken(parser, "text byte %zu changed on the wire", i);
+  /* One byte less room is too little, and nothing is written then. */
+  free(buf);
+  buf = malloc(k - 1);
+  if (!buf) goto out;
+  memset(buf, 0xa5, k - 1);
+  if (qcoll__msg_encode_ring_error(reporter, text, buf, k - 1) != 0)
+    broken(parser, "encoded a %zu-byte report into %zu bytes", k, k - 1);
+  for (size_t i = 0; i < k - 1; i++)
+    if (buf[i] != 0xa5) broken(parser, "refused but wrote byte %zu", i);
+out:
+  free(text);
+  free(buf);
+}
+
+/* What a rank does with the header where it expects ring data: if it is a
+ * report, peek at the header alone, then decode exactly the frame it
+ * announces (bytes behind it are the stream's next).  The whole input also
+ * goes to the decoder as one would-be report, and feeds the encoder. */
+static int fuzz_ring_error(const uint8_t *p, size_t n, why_buf_t *w) {
+  check_is_ring_error(p, n);
+  size_t frame;
+  int peeked = check_peek_ring_error(p, n, w, &frame);
+  int whole = check_decode_ring_error(p, n, w);
+  check_encode_ring_error(p, n);
+  if (peeked != QCOLL__MSG_OK || frame >= n) return whole;
+  uint8_t *report = exact_copy(p, frame);
+  if (!report) return -1;
+  int r = check_decode_ring_error(report, frame, w);
+  free(report);
+  return r;
+}
+
 fuzz_outcome_t fuzz_messages_one(const uint8_t *data, size_t size) {
   fuzz_outcome_t o = {-1, -1};
   if (size == 0) return o;
@@ -330,10 +516,8 @@ fuzz_outcome_t fuzz_messages_one(const uint8_t *data, size_t size) {
   w.null = (data[0] & 0x80) != 0;
   o.parser = (data[0] & 0x7f) % FUZZ_PARSER_COUNT;
   size_t n = size - 1;
-  /* An exact-size copy: reads past the end are caught by the sanitizer. */
-  uint8_t *p = malloc(n ? n : 1);
+  uint8_t *p = exact_copy(data + 1, n);
   if (!p) return o;
-  memcpy(p, data + 1, n);
   switch (o.parser) {
     case FUZZ_ID: o.result = fuzz_id(p, n, &w); break;
     case FUZZ_PEEK: o.result = fuzz_peek(p, n, &w); break;
@@ -342,6 +526,7 @@ fuzz_outcome_t fuzz_messages_one(const uint8_t *data, size_t size) {
     case FUZZ_REPLY: o.result = fuzz_reply(p, n, &w); break;
     case FUZZ_DATA_HDR: o.result = fuzz_data_hdr(p, n, &w); break;
     case FUZZ_STREAM: o.result = fuzz_stream(p, n, &w); break;
+    case FUZZ_RING_ERROR: o.result = fuzz_ring_error(p, n, &w); break;
   }
   free(p);
   return o;

@@ -27,7 +27,10 @@ typedef enum fuzz_parser {
   FUZZ_DATA_HDR = 5,   /* qcoll__msg_decode_data_hdr */
   FUZZ_STREAM = 6,     /* peek_length then the matching decoder, as a
                           receiver does */
-  FUZZ_PARSER_COUNT = 7
+  FUZZ_RING_ERROR = 7, /* the ring failure report: is_ring_error,
+                          peek_ring_error, decode_ring_error as a receiver
+                          calls them, and encode_ring_error */
+  FUZZ_PARSER_COUNT = 8
 } fuzz_parser_t;
 
 /* Outcome of one input, for the replay driver's statistics. */

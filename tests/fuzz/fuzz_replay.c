@@ -24,6 +24,7 @@
 
 #define MAX_SEEDS 64
 #define INPUT_MAX_BYTES 2048
+#define RING_HDR QCOLL__BOOT_RING_ERROR_MIN_BYTES
 
 typedef struct seed {
   char name[48];
@@ -35,9 +36,13 @@ static seed_t seeds[MAX_SEEDS];
 static int nseeds;
 static const char *const parser_names[FUZZ_PARSER_COUNT] = {
     "id_decode",    "peek_length",     "decode_hello", "decode_ring_hello",
-    "decode_reply", "decode_data_hdr", "stream"};
+    "decode_reply", "decode_data_hdr", "stream",       "ring_error"};
 /* Where the frame starts behind the selector and parameter bytes. */
-static const size_t frame_start[FUZZ_PARSER_COUNT] = {1, 6, 1, 1, 9, 1, 10};
+static const size_t frame_start[FUZZ_PARSER_COUNT] = {1, 6, 1, 1, 9, 1, 10, 1};
+/* Where the frame's length field (its low 32 bits) sits: at the start of a
+ * rendezvous frame, in bytes 20..23 of a ring failure report. */
+static const size_t length_field[FUZZ_PARSER_COUNT] = {1, 6, 1,  1,
+                                                       9, 1, 10, 21};
 /* tally[parser][result]: result 0 OK, 1 INCOMPLETE, 2 INVALID, 3 too short */
 static long tally[FUZZ_PARSER_COUNT][4];
 
@@ -78,6 +83,7 @@ static void put_be32(uint8_t *p, uint32_t v) {
 }
 
 static uint32_t interesting_u32(size_t frame_bytes) {
+  const uint32_t text_bytes = (uint32_t)frame_bytes - RING_HDR;
   const uint32_t values[] = {0,
                              1,
                              3,
@@ -94,7 +100,14 @@ static uint32_t interesting_u32(size_t frame_bytes) {
                              0xfffffffcu,
                              0xffffffffu,
                              (uint32_t)QCOLL_ERR_INTERNAL - 1u,
-                             (uint32_t)QCOLL_OK};
+                             (uint32_t)QCOLL_OK,
+                             text_bytes,
+                             text_bytes + 1,
+                             text_bytes - 1,
+                             QCOLL__BOOT_RING_ERRTEXT_MAX,
+                             QCOLL__BOOT_RING_ERRTEXT_MAX + 1,
+                             QCOLL__BOOT_MAX_RANKS - 1,
+                             QCOLL__BOOT_MAX_RANKS};
   return values[rnd(sizeof values / sizeof values[0])];
 }
 
@@ -107,6 +120,7 @@ static uint8_t interesting_u8(void) {
 static void mutate_once(uint8_t *buf, size_t *size, int parser) {
   size_t n = *size;
   size_t start = frame_start[parser] < n ? frame_start[parser] : 0;
+  size_t length_at = length_field[parser];
   switch (rnd(8)) {
     case 0: /* flip a bit anywhere after the selector */
       if (n > 1) buf[1 + rnd((uint32_t)n - 1)] ^= (uint8_t)(1u << rnd(8));
@@ -115,7 +129,8 @@ static void mutate_once(uint8_t *buf, size_t *size, int parser) {
       if (n > 1) buf[1 + rnd((uint32_t)n - 1)] = interesting_u8();
       break;
     case 2: /* an interesting length field, where frames keep it */
-      if (start + 4 <= n) put_be32(buf + start, interesting_u32(n - start));
+      if (length_at + 4 <= n)
+        put_be32(buf + length_at, interesting_u32(n - start));
       break;
     case 3: /* an interesting u32 anywhere */
       if (n >= 5)

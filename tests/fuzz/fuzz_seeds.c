@@ -201,11 +201,48 @@ static void seeds_receivers(emitter_t *e) {
   }
 }
 
+/* Ring failure reports: no text, a real one, the longest (from a text the
+ * encoder cuts) from the last rank of the largest world, and one with the
+ * next bytes of the stream already behind it. */
+static void seeds_ring_error(emitter_t *e) {
+  char longer[QCOLL__BOOT_RING_ERRTEXT_MAX + 40];
+  for (size_t i = 0; i + 1 < sizeof longer; i++)
+    longer[i] = (char)('A' + i % 26);
+  longer[sizeof longer - 1] = '\0';
+  static const struct {
+    const char *name;
+    int32_t reporter;
+    const char *text; /* NULL: one longer than the bound */
+    uint8_t flags;    /* 0x80: the decoder gets a NULL why */
+    size_t behind;    /* bytes of what follows on the stream */
+  } reports[4] = {
+      {"ring_error_empty", 0, "", 0, 0},
+      {"ring_error", 3,
+       "bootstrap all-gather: timed out after 30 s waiting for rank 2", 0x80,
+       0},
+      {"ring_error_longest", QCOLL__BOOT_MAX_RANKS - 1, NULL, 0, 0},
+      {"ring_error_then_data", 1, "rank 1 aborted", 0, 7},
+  };
+  uint8_t buf[QCOLL__BOOT_RING_ERROR_MAX_BYTES];
+  for (int i = 0; i < 4; i++) {
+    seed_t s;
+    seed_start(&s, FUZZ_RING_ERROR);
+    s.bytes[0] |= reports[i].flags;
+    size_t n = qcoll__msg_encode_ring_error(
+        reports[i].reporter, reports[i].text ? reports[i].text : longer, buf,
+        sizeof buf);
+    seed_add(&s, buf, n);
+    seed_add(&s, buf, reports[i].behind);
+    emit(e, reports[i].name, &s);
+  }
+}
+
 int fuzz_messages_seeds(fuzz_emit_fn fn, void *ctx) {
   emitter_t e = {fn, ctx, 0};
   seeds_id(&e);
   seeds_frames(&e);
   seeds_data_hdr(&e);
   seeds_receivers(&e);
+  seeds_ring_error(&e);
   return e.count;
 }

@@ -1,9 +1,13 @@
 /*
  * qcoll-perf: shared declarations of the benchmark's parts.
  *
- *   qcoll-perf.c  options, the size sweep, timing and the report
- *   perf_colls.c  the collectives: buffer layouts, bus-bandwidth factors
- *   perf_check.c  input patterns, the exact expected results, comparison
+ *   qcoll-perf.c  options, timing and the report
+ *   perf_common.c what bench/mpi-perf.c shares (perf_common.h): the common
+ *                 options, the size sweep, shapes, bus-bandwidth factors,
+ *                 the input pattern, where expected values come from, the
+ *                 table's lines
+ *   perf_colls.c  the collectives: in-place layouts, the calls
+ *   perf_check.c  inputs and exact expected results per dtype, comparison
  *   perf_mem.c    buffers, the device, streams, timers and CUDA graphs
  *                 (host-only builds compile it without CUDA: GPU calls fail)
  *   perf_nccl.c   NCCL on the same buffers, loaded at run time
@@ -15,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "perf_common.h"
 #include "qcoll.h"
 
 /* ---- memory ---------------------------------------------------------- */
@@ -93,44 +98,6 @@ int perf_graph_launch(const perf_graph_t *g, void *stream);
 void perf_graph_destroy(perf_graph_t *g);
 
 /* ---- collectives --------------------------------------------------- */
-
-typedef enum perf_coll_id {
-  PERF_ALL_REDUCE,
-  PERF_REDUCE,
-  PERF_BROADCAST,
-  PERF_ALL_GATHER,
-  PERF_REDUCE_SCATTER,
-  PERF_ALL_TO_ALL,
-  PERF_SENDRECV,
-  PERF_BARRIER,
-  PERF_COLL_COUNT
-} perf_coll_id_t;
-
-typedef struct perf_coll {
-  perf_coll_id_t id;
-  const char *name;
-  bool has_op;       /* a reduction: the op column and -o apply */
-  bool has_root;     /* the root column and -r apply */
-  bool has_in_place; /* the API allows an in-place form */
-} perf_coll_t;
-
-const perf_coll_t *perf_coll_by_name(const char *name);
-const perf_coll_t *perf_coll_by_id(perf_coll_id_t id);
-
-/* Element counts of one row, derived from its size in bytes the way the
- * usual performance tests do: `size` is the largest buffer (the whole
- * gathered or scattered array), `count` the count argument of the call. */
-typedef struct perf_shape {
-  size_t count;      /* the call's count argument */
-  size_t send_elems; /* elements in sendbuf */
-  size_t recv_elems; /* elements in recvbuf */
-  size_t bytes;      /* the size column: max(send, recv) bytes */
-} perf_shape_t;
-
-perf_shape_t perf_coll_shape(const perf_coll_t *c, size_t bytes, size_t elem_size, int nranks);
-
-/* algbw x factor = busbw, so bus bandwidths compare with the hardware's. */
-double perf_busbw_factor(const perf_coll_t *c, int nranks);
 
 /* Everything one call needs. */
 typedef struct perf_call {

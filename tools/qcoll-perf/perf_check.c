@@ -133,11 +133,6 @@ static double load_double(qcoll_dtype_t dt, const void *p, size_t k) {
 
 /* ---- the input pattern ------------------------------------------------ */
 
-/* A hash of the element index in 0..7 (Knuth's multiplicative hash). */
-static unsigned index_hash(size_t j) {
-  return (unsigned)(((uint64_t)j * 2654435761u) >> 13) & 7u;
-}
-
 /* Number of distinct input values: 8, fewer for an 8-bit average so that
  * the sum of all ranks cannot wrap before the division. */
 static int value_span(qcoll_dtype_t dt, qcoll_op_t op, int nranks) {
@@ -154,14 +149,12 @@ static bool centred(qcoll_dtype_t dt, qcoll_op_t op) {
   return !is_unsigned(dt) && !(op == QCOLL_AVG && dt == QCOLL_I8);
 }
 
-/* Rank r's input for element j. */
-static int64_t input_value(qcoll_dtype_t dt, qcoll_op_t op, int nranks, int r, size_t j) {
-  unsigned h = index_hash(j);
-  if (op == QCOLL_PROD) /* only rank j%n may contribute a 2 */
-    return ((size_t)r == j % (size_t)nranks && (h & 1)) ? 2 : 1;
-  int span = value_span(dt, op, nranks);
-  int64_t v = (int64_t)((h + (unsigned)r) % (unsigned)span);
-  return centred(dt, op) ? v - (span - 1) / 2 : v;
+/* The inputs of this dtype and op (perf_common.h has the pattern). */
+static perf_pattern_t pattern(qcoll_dtype_t dt, qcoll_op_t op, int nranks) {
+  return (perf_pattern_t){.nranks = nranks,
+                          .prod = op == QCOLL_PROD,
+                          .span = value_span(dt, op, nranks),
+                          .centred = centred(dt, op)};
 }
 
 double perf_check_max_input(qcoll_dtype_t dt, qcoll_op_t op, int nranks) {
@@ -172,18 +165,18 @@ double perf_check_max_input(qcoll_dtype_t dt, qcoll_op_t op, int nranks) {
 
 /* ---- expected results --------------------------------------------------- */
 
-/* Store op over all ranks of input element j into out[0]. */
-static void store_reduced(const perf_call_t *c, void *out, size_t j) {
-  int64_t acc = input_value(c->dtype, c->op, c->nranks, 0, j);
-  for (int r = 1; r < c->nranks; r++) {
-    int64_t v = input_value(c->dtype, c->op, c->nranks, r, j);
-    switch (c->op) {
-    case QCOLL_PROD: acc *= v; break;
-    case QCOLL_MIN: acc = v < acc ? v : acc; break;
-    case QCOLL_MAX: acc = v > acc ? v : acc; break;
-    default: acc += v; break; /* sum, avg */
-    }
+static perf_red_t reduction(qcoll_op_t op) {
+  switch (op) {
+  case QCOLL_PROD: return PERF_RED_PROD;
+  case QCOLL_MIN: return PERF_RED_MIN;
+  case QCOLL_MAX: return PERF_RED_MAX;
+  default: return PERF_RED_SUM; /* sum, avg */
   }
+}
+
+/* Store op over all ranks of input element j into out[0]. */
+static void store_reduced(const perf_call_t *c, const perf_pattern_t *p, void *out, size_t j) {
+  int64_t acc = perf_pattern_reduce(p, reduction(c->op), j);
   if (c->op != QCOLL_AVG) {
     store_int(c->dtype, out, 0, acc);
     return;
@@ -199,36 +192,15 @@ static void store_reduced(const perf_call_t *c, void *out, size_t j) {
 /* Store the expected value of this rank's output element k into out[0].
  * Returns false when the element has no defined value (reduce on a
  * non-root). */
-static bool store_expected(const perf_call_t *c, size_t k, void *out) {
-  size_t cnt = c->shape.count;
-  int me = c->rank, n = c->nranks;
-  switch (c->coll->id) {
-  case PERF_ALL_REDUCE:
-    store_reduced(c, out, k);
-    return true;
-  case PERF_REDUCE:
-    if (me != c->root) return false;
-    store_reduced(c, out, k);
-    return true;
-  case PERF_REDUCE_SCATTER:
-    store_reduced(c, out, (size_t)me * cnt + k);
-    return true;
-  case PERF_BROADCAST:
-    store_int(c->dtype, out, 0, input_value(c->dtype, c->op, n, c->root, k));
-    return true;
-  case PERF_ALL_GATHER:
-    store_int(c->dtype, out, 0, input_value(c->dtype, c->op, n, (int)(k / cnt), k % cnt));
-    return true;
-  case PERF_ALL_TO_ALL:
-    store_int(c->dtype, out, 0,
-              input_value(c->dtype, c->op, n, (int)(k / cnt), (size_t)me * cnt + k % cnt));
-    return true;
-  case PERF_SENDRECV:
-    store_int(c->dtype, out, 0, input_value(c->dtype, c->op, n, (me + n - 1) % n, k));
-    return true;
-  default:
+static bool store_expected(const perf_call_t *c, const perf_pattern_t *p, size_t k, void *out) {
+  perf_source_t src;
+  if (!perf_expected_source(c->coll->id, c->shape.count, c->rank, c->nranks, c->root, k, &src))
     return false;
-  }
+  if (src.reduced)
+    store_reduced(c, p, out, src.index);
+  else
+    store_int(c->dtype, out, 0, perf_pattern_value(p, src.rank, src.index));
+  return true;
 }
 
 /* ---- prepare and compare ----------------------------------------------- */
@@ -261,8 +233,9 @@ int perf_check_prepare(const perf_call_t *c) {
    * buffer must stay poisoned so a missing copy shows. */
   bool reads_input = c->coll->id != PERF_BROADCAST || c->rank == c->root;
   void *in = (char *)g.in_buf->host + g.in_off;
+  perf_pattern_t p = pattern(c->dtype, c->op, c->nranks);
   for (size_t j = 0; reads_input && j < g.in_elems; j++)
-    store_int(c->dtype, in, j, input_value(c->dtype, c->op, c->nranks, c->rank, j));
+    store_int(c->dtype, in, j, perf_pattern_value(&p, c->rank, j));
   if (perf_buf_upload(g.out_buf, g.out_off, g.out_elems * es, c->stream) != 0 ||
       perf_buf_upload(g.in_buf, g.in_off, g.in_elems * es, c->stream) != 0)
     return -1;
@@ -280,9 +253,10 @@ int perf_check_compare(const perf_call_t *c, perf_tolerance_t tol, int64_t *wron
   size_t es = qcoll_dtype_size(c->dtype);
   if (perf_buf_download(g.out_buf, g.out_off, g.out_elems * es, c->stream) != 0) return -1;
   const char *got = (const char *)g.out_buf->host + g.out_off;
+  perf_pattern_t p = pattern(c->dtype, c->op, c->nranks);
   uint64_t expect[1]; /* one element of any dtype */
   for (size_t k = 0; k < g.out_elems; k++) {
-    if (!store_expected(c, k, expect)) continue;
+    if (!store_expected(c, &p, k, expect)) continue;
     bool ok;
     if (tol.abs > 0) {
       double d = fabs(load_double(c->dtype, got, k) - load_double(c->dtype, expect, 0));

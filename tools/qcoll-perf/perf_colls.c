@@ -1,88 +1,9 @@
 /*
- * The collectives qcoll-perf measures: how a size in bytes becomes counts,
- * where the in-place forms put their data, the bus-bandwidth factors, and
- * the call itself.
+ * The collectives qcoll-perf measures: where the in-place forms put their
+ * data, and the call itself (the table of collectives, their shapes and
+ * bus-bandwidth factors are in perf_common.c).
  */
-#include <string.h>
-
 #include "perf.h"
-
-static const perf_coll_t colls[PERF_COLL_COUNT] = {
-    {PERF_ALL_REDUCE, "all_reduce", true, false, true},
-    {PERF_REDUCE, "reduce", true, true, true},
-    {PERF_BROADCAST, "broadcast", false, true, true},
-    {PERF_ALL_GATHER, "all_gather", false, false, true},
-    {PERF_REDUCE_SCATTER, "reduce_scatter", true, false, true},
-    /* The API requires distinct buffers for these two. */
-    {PERF_ALL_TO_ALL, "all_to_all", false, false, false},
-    {PERF_SENDRECV, "sendrecv", false, false, false},
-    {PERF_BARRIER, "barrier", false, false, false},
-};
-
-const perf_coll_t *perf_coll_by_name(const char *name) {
-  for (int i = 0; i < PERF_COLL_COUNT; i++)
-    if (strcmp(colls[i].name, name) == 0) return &colls[i];
-  /* Also the spellings without underscores (allreduce, alltoall...). */
-  for (int i = 0; i < PERF_COLL_COUNT; i++) {
-    char squeezed[32];
-    size_t k = 0;
-    for (const char *s = colls[i].name; *s && k + 1 < sizeof squeezed; s++)
-      if (*s != '_') squeezed[k++] = *s;
-    squeezed[k] = 0;
-    if (strcmp(squeezed, name) == 0) return &colls[i];
-  }
-  return NULL;
-}
-
-const perf_coll_t *perf_coll_by_id(perf_coll_id_t id) {
-  return (unsigned)id < PERF_COLL_COUNT ? &colls[id] : NULL;
-}
-
-perf_shape_t perf_coll_shape(const perf_coll_t *c, size_t bytes, size_t elem_size, int nranks) {
-  perf_shape_t s = {0, 0, 0, 0};
-  size_t elems = bytes / elem_size;
-  size_t n = (size_t)nranks;
-  switch (c->id) {
-  case PERF_ALL_GATHER:
-    s.count = elems / n;
-    s.send_elems = s.count;
-    s.recv_elems = s.count * n;
-    break;
-  case PERF_REDUCE_SCATTER:
-    s.count = elems / n;
-    s.send_elems = s.count * n;
-    s.recv_elems = s.count;
-    break;
-  case PERF_ALL_TO_ALL:
-    s.count = elems / n;
-    s.send_elems = s.recv_elems = s.count * n;
-    break;
-  case PERF_BARRIER:
-    break;
-  default:
-    s.count = s.send_elems = s.recv_elems = elems;
-    break;
-  }
-  size_t most = s.send_elems > s.recv_elems ? s.send_elems : s.recv_elems;
-  s.bytes = most * elem_size;
-  return s;
-}
-
-double perf_busbw_factor(const perf_coll_t *c, int nranks) {
-  double n = nranks;
-  switch (c->id) {
-  case PERF_ALL_REDUCE:
-    return 2.0 * (n - 1) / n;
-  case PERF_ALL_GATHER:
-  case PERF_REDUCE_SCATTER:
-  case PERF_ALL_TO_ALL:
-    return (n - 1) / n;
-  case PERF_BARRIER:
-    return 0;
-  default: /* reduce, broadcast, sendrecv: every byte crosses one link */
-    return 1;
-  }
-}
 
 void perf_call_pointers(const perf_call_t *call, void **send, void **recv,
                         size_t *send_off_bytes, size_t *recv_off_bytes) {

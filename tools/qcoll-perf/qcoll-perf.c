@@ -34,7 +34,6 @@
  * Started without a launcher's environment, it runs as a single rank.
  */
 #define _GNU_SOURCE
-#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
@@ -54,16 +53,11 @@
 
 typedef struct perf_opts {
   const perf_coll_t *coll;
-  size_t min_bytes, max_bytes;
-  double step_factor; /* > 1 when stepping by factor */
-  size_t step_bytes;  /* > 0 when stepping by increment */
-  int iters, warmup;
-  int check;
+  perf_args_t args; /* sizes, iterations, check, root */
   qcoll_dtype_t dtypes[QCOLL_DTYPE_COUNT];
   int n_dtypes;
   qcoll_op_t ops[QCOLL_OP_COUNT];
   int n_ops;
-  int root;
   int graph_launches; /* -G: 0 = no graph */
   qcoll_algo_t algo;
   qcoll_quant_t quant;
@@ -95,17 +89,11 @@ static void print_usage(FILE *f) {
           "\n"
           "collective: all_reduce (default), reduce, broadcast, all_gather,\n"
           "            reduce_scatter, all_to_all, sendrecv (ring), barrier\n"
-          "  -b, --minbytes SIZE     smallest size (default 32M)\n"
-          "  -e, --maxbytes SIZE     largest size (default 32M)\n"
-          "  -f, --stepfactor F      multiply the size by F each step (default 2)\n"
-          "  -i, --stepbytes SIZE    add SIZE each step instead\n"
-          "  -n, --iters N           timed iterations per size (default 20)\n"
-          "  -w, --warmup_iters N    untimed iterations per size (default 5)\n"
-          "  -c, --check 0|1         check every result exactly (default 1)\n"
+          PERF_USAGE_SWEEP
           "  -d, --datatype T        i8 u8 i32 u32 i64 u64 f16 bf16 f32 f64, or all\n"
           "                          (default f32)\n"
           "  -o, --op OP             sum prod min max avg, or all (default sum)\n"
-          "  -r, --root R            root of reduce and broadcast (default 0)\n"
+          PERF_USAGE_ROOT
           "  -G, --cudagraph N       capture the timed loop in a CUDA graph and\n"
           "                          launch it N times (GPU memory only)\n"
           "  -a, --algo A            all_reduce algorithm: auto host oneshot twoshot nccl\n"
@@ -115,8 +103,7 @@ static void print_usage(FILE *f) {
           "                          time, bus bandwidth and nccl_time/qcoll_time\n"
           "                          (GPU memory only; NCCL loaded from QCOLL_NCCL_LIB,\n"
           "                          else libnccl.so.2)\n"
-          "  -h, --help              show this help\n"
-          "SIZE takes K, M, G suffixes (powers of 1024), e.g. 64K.\n"
+          PERF_USAGE_HELP
           "Exit status: 0, 1 when a result was wrong or a call failed, 2 for bad input.\n"
           "A row whose time says 'nograph' was not timed: the library refused to\n"
           "capture that collective into a CUDA graph (the reason is printed once).\n");
@@ -146,38 +133,6 @@ static void input_error(const char *fmt, ...) {
 }
 
 /* ---- parsing -------------------------------------------------------------- */
-
-/* "64", "64K", "64KB", "64KiB", "1M", "2G": powers of 1024. */
-static bool parse_size(const char *s, size_t *out) {
-  char *end = NULL;
-  errno = 0;
-  if (*s == '-' || *s == '+') return false;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno || end == s) return false;
-  unsigned shift = 0;
-  switch (*end) {
-  case 'k': case 'K': shift = 10; end++; break;
-  case 'm': case 'M': shift = 20; end++; break;
-  case 'g': case 'G': shift = 30; end++; break;
-  case 't': case 'T': shift = 40; end++; break;
-  default: break;
-  }
-  if (shift && (strcmp(end, "B") == 0 || strcmp(end, "iB") == 0 || strcmp(end, "b") == 0))
-    end += strlen(end);
-  if (*end) return false;
-  if (shift && v > (~0ull >> shift)) return false;
-  *out = (size_t)(v << shift);
-  return true;
-}
-
-static long parse_int(const char *opt, const char *s, long lo, long hi) {
-  char *end = NULL;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno || end == s || *end || v < lo || v > hi)
-    input_error("%s needs an integer in %ld..%ld, got '%s'", opt, lo, hi, s);
-  return v;
-}
 
 static bool dtype_by_name(const char *s, qcoll_dtype_t *dt) {
   /* Also the names of the usual performance tests. */
@@ -240,66 +195,35 @@ static qcoll_quant_t parse_quant(const char *s) {
 
 static void parse_options(int argc, char **argv, perf_opts_t *o) {
   static const struct option longopts[] = {
-      {"minbytes", required_argument, NULL, 'b'},  {"maxbytes", required_argument, NULL, 'e'},
-      {"stepfactor", required_argument, NULL, 'f'}, {"stepbytes", required_argument, NULL, 'i'},
-      {"iters", required_argument, NULL, 'n'},     {"warmup_iters", required_argument, NULL, 'w'},
-      {"check", required_argument, NULL, 'c'},     {"datatype", required_argument, NULL, 'd'},
-      {"op", required_argument, NULL, 'o'},        {"root", required_argument, NULL, 'r'},
+      PERF_ARGS_LONGOPTS,
+      {"datatype", required_argument, NULL, 'd'},  {"op", required_argument, NULL, 'o'},
       {"cudagraph", required_argument, NULL, 'G'}, {"algo", required_argument, NULL, 'a'},
       {"quant", required_argument, NULL, 'q'},     {"memory", required_argument, NULL, 'm'},
       {"vs-nccl", no_argument, NULL, OPT_VS_NCCL}, {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
-  *o = (perf_opts_t){.min_bytes = 32u << 20,
-                     .max_bytes = 32u << 20,
-                     .step_factor = 2,
-                     .iters = 20,
-                     .warmup = 5,
-                     .check = 1,
-                     .dtypes = {QCOLL_F32},
+  *o = (perf_opts_t){.dtypes = {QCOLL_F32},
                      .n_dtypes = 1,
                      .ops = {QCOLL_SUM},
                      .n_ops = 1,
                      .algo = QCOLL_ALGO_AUTO,
                      .quant = QCOLL_QUANT_DEFAULT,
                      .mem = PERF_MEM_HOST};
-  bool factor_given = false, step_given = false, op_given = false, root_given = false;
+  perf_args_init(&o->args, 'T', input_error);
   bool algo_given = false, quant_given = false, mem_given = false;
   opterr = 0;
   int c;
-  while ((c = getopt_long(argc, argv, ":b:e:f:i:n:w:c:d:o:r:G:a:q:m:h", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, ":" PERF_ARGS_SHORTOPTS "d:o:G:a:q:m:h", longopts, NULL)) !=
+         -1) {
+    if (perf_args_option(&o->args, c, optarg)) continue;
     switch (c) {
-    case 'b':
-      if (!parse_size(optarg, &o->min_bytes)) input_error("-b: bad size '%s'", optarg);
-      break;
-    case 'e':
-      if (!parse_size(optarg, &o->max_bytes)) input_error("-e: bad size '%s'", optarg);
-      break;
-    case 'f': {
-      char *end = NULL;
-      o->step_factor = strtod(optarg, &end);
-      if (end == optarg || *end || !(o->step_factor > 1) || !isfinite(o->step_factor))
-        input_error("-f needs a step factor greater than 1, got '%s'", optarg);
-      factor_given = true;
-      break;
-    }
-    case 'i':
-      if (!parse_size(optarg, &o->step_bytes) || o->step_bytes == 0)
-        input_error("-i needs a step of at least 1 byte, got '%s'", optarg);
-      step_given = true;
-      break;
-    case 'n': o->iters = (int)parse_int("-n", optarg, 1, 1000000000); break;
-    case 'w': o->warmup = (int)parse_int("-w", optarg, 0, 1000000000); break;
-    case 'c': o->check = (int)parse_int("-c", optarg, 0, 1); break;
     case 'd': parse_dtypes(optarg, o); break;
     case 'o':
       parse_ops(optarg, o);
-      op_given = true;
+      o->args.op_given = true;
       break;
-    case 'r':
-      o->root = (int)parse_int("-r", optarg, 0, 1 << 30);
-      root_given = true;
+    case 'G':
+      o->graph_launches = (int)perf_parse_int("-G", optarg, 0, 1000000000, input_error);
       break;
-    case 'G': o->graph_launches = (int)parse_int("-G", optarg, 0, 1000000000); break;
     case 'a':
       o->algo = parse_algo(optarg);
       algo_given = true;
@@ -338,16 +262,7 @@ static void parse_options(int argc, char **argv, perf_opts_t *o) {
   }
   if (optind < argc) input_error("unexpected argument '%s' after the collective", argv[optind]);
 
-  if (factor_given && step_given) input_error("-f and -i exclude each other: step by factor or by bytes");
-  if (step_given) o->step_factor = 0;
-  if (o->min_bytes > o->max_bytes)
-    input_error("-b %zu is larger than -e %zu", o->min_bytes, o->max_bytes);
-  if (o->step_factor > 0 && o->min_bytes == 0 && o->max_bytes > 0)
-    input_error("-b 0 cannot grow by a factor: use -b 1 or more, or -i");
-  if (op_given && !o->coll->has_op)
-    input_error("-o does not apply to %s (it does not reduce)", o->coll->name);
-  if (root_given && !o->coll->has_root)
-    input_error("-r does not apply to %s (it has no root)", o->coll->name);
+  perf_args_check(&o->args, o->coll);
   if ((algo_given || quant_given) && o->coll->id != PERF_ALL_REDUCE)
     input_error("-a and -q apply to all_reduce only, not to %s", o->coll->name);
   /* Ask the driver only when it matters: -m host never touches a GPU. */
@@ -372,32 +287,11 @@ static void parse_options(int argc, char **argv, perf_opts_t *o) {
 /* ---- the size sweep ------------------------------------------------------- */
 
 static size_t *sweep_sizes(const perf_opts_t *o, int *n) {
-  size_t cap = 16, k = 0;
-  size_t *sizes = malloc(cap * sizeof *sizes);
+  if (o->coll->id != PERF_BARRIER) return perf_sweep_sizes(&o->args, n);
+  size_t *sizes = malloc(sizeof *sizes); /* no sizes: one row */
   if (!sizes) return NULL;
-  if (o->coll->id == PERF_BARRIER) { /* no sizes: one row */
-    sizes[0] = 0;
-    *n = 1;
-    return sizes;
-  }
-  for (size_t s = o->min_bytes;;) {
-    if (k == cap) {
-      size_t *more = realloc(sizes, (cap *= 2) * sizeof *sizes);
-      if (!more) {
-        free(sizes);
-        return NULL;
-      }
-      sizes = more;
-    }
-    sizes[k++] = s;
-    double next = o->step_factor > 0 ? (double)s * o->step_factor : (double)s + (double)o->step_bytes;
-    /* Truncation could stall a small size with a small factor. */
-    size_t ns = next >= (double)o->max_bytes + 1 ? o->max_bytes + 1 : (size_t)next;
-    if (ns <= s) ns = s + 1;
-    if (ns > o->max_bytes || s == o->max_bytes) break;
-    s = ns;
-  }
-  *n = (int)k;
+  sizes[0] = 0;
+  *n = 1;
   return sizes;
 }
 
@@ -428,9 +322,7 @@ typedef struct bench {
   perf_nccl_t *nccl;      /* --vs-nccl and NCCL accepted */
   char nccl_refused[320]; /* --vs-nccl and NCCL refused: why */
   qcoll_quant_t quant_effective;
-  int64_t total_wrong;
-  double bw_sum;
-  int bw_count;
+  perf_totals_t totals;
   /* Quantised checks: the largest error seen and the largest allowed. */
   double max_err, max_tol;
   bool tolerance_used;
@@ -537,7 +429,7 @@ static bool capture(bench_t *b, engine_t e, const perf_call_t *call, perf_graph_
   bool ok = true;
   if (perf_capture_begin(b->stream) != 0)
     die(b, "cannot start capturing a CUDA graph: %s", perf_gpu_error());
-  for (int i = 0; ok && i < b->opt->iters; i++) ok = enqueue(b, e, call, true, why, sizeof why);
+  for (int i = 0; ok && i < b->opt->args.iters; i++) ok = enqueue(b, e, call, true, why, sizeof why);
   if (perf_capture_end(b->stream, ok, g) != 0 && ok) {
     ok = false;
     snprintf(why, sizeof why, "the calls returned, but the capture failed: %s",
@@ -562,7 +454,7 @@ static timing_t time_calls(bench_t *b, engine_t e, const perf_call_t *call) {
   const perf_opts_t *o = b->opt;
   timing_t t = {.timed = true};
   char why[512];
-  for (int i = 0; i < o->warmup; i++) enqueue(b, e, call, false, why, sizeof why);
+  for (int i = 0; i < o->args.warmup; i++) enqueue(b, e, call, false, why, sizeof why);
   sync_stream(b);
   int launches = 1;
   if (o->graph_launches > 0) {
@@ -580,13 +472,13 @@ static timing_t time_calls(bench_t *b, engine_t e, const perf_call_t *call) {
       if (perf_graph_launch(&t.graph, b->stream) != 0)
         die(b, "launching the CUDA graph failed: %s", perf_gpu_error());
   } else {
-    for (int i = 0; i < o->iters; i++) enqueue(b, e, call, false, why, sizeof why);
+    for (int i = 0; i < o->args.iters; i++) enqueue(b, e, call, false, why, sizeof why);
   }
   double elapsed = 0;
   if (perf_timer_stop(&b->timer, b->stream, &elapsed) != 0)
     die(b, "waiting for the timed loop failed: %s", perf_gpu_error());
   sync_stream(b); /* asynchronous errors of the loop */
-  double mine = elapsed / ((double)o->iters * launches), slowest = 0;
+  double mine = elapsed / ((double)o->args.iters * launches), slowest = 0;
   die_on_status(b, qcoll_all_reduce(&mine, &slowest, 1, QCOLL_F64, QCOLL_MAX, b->comm, NULL),
                 "qcoll_all_reduce of the times");
   t.sec = slowest;
@@ -634,41 +526,32 @@ static int64_t check_call(bench_t *b, const perf_call_t *call, const timing_t *t
   return all;
 }
 
-static void format_time(double us, int width, char *buf, size_t len) {
-  if (us >= 10000.0) snprintf(buf, len, "%*.0f", width, us);
-  else if (us >= 100.0) snprintf(buf, len, "%*.1f", width, us);
-  else snprintf(buf, len, "%*.2f", width, us);
-}
-
 /* Measure one placement with qcoll and print its four columns (rank 0).
  * Returns the seconds per call, or -1 when not timed. */
 static double run_placement(bench_t *b, perf_call_t *call, bool in_place) {
   if (in_place && !call->coll->has_in_place) {
-    if (b->rank == 0) printf("  %7s  %6s  %6s  %6s", "N/A", "N/A", "N/A", "N/A");
+    if (b->rank == 0) perf_print_untimed("N/A", "N/A");
     return -1;
   }
   call->in_place = in_place;
   timing_t t = time_calls(b, ENGINE_QCOLL, call);
-  char wrong_str[24] = "N/A";
-  if (b->opt->check) {
-    int64_t wrong = check_call(b, call, &t);
-    b->total_wrong += wrong;
-    snprintf(wrong_str, sizeof wrong_str, "%lld", (long long)wrong);
+  int64_t wrong = 0;
+  if (b->opt->args.check) {
+    wrong = check_call(b, call, &t);
+    b->totals.wrong += wrong;
   }
+  char wrong_str[24];
+  perf_format_wrong(b->opt->args.check, wrong, wrong_str, sizeof wrong_str);
   perf_graph_destroy(&t.graph);
   if (!t.timed) {
-    if (b->rank == 0) printf("  %7s  %6s  %6s  %6s", "nograph", "N/A", "N/A", wrong_str);
+    if (b->rank == 0) perf_print_untimed("nograph", wrong_str);
     return -1;
   }
-  double algbw = t.sec > 0 ? (double)call->shape.bytes / t.sec / 1e9 : 0;
+  double algbw = perf_algbw(call->shape.bytes, t.sec);
   double busbw = algbw * perf_busbw_factor(call->coll, b->nranks);
-  b->bw_sum += busbw;
-  b->bw_count++;
-  if (b->rank == 0) {
-    char ts[32];
-    format_time(t.sec * 1e6, 7, ts, sizeof ts);
-    printf("  %7s  %6.2f  %6.2f  %6s", ts, algbw, busbw, wrong_str);
-  }
+  b->totals.bw_sum += busbw;
+  b->totals.bw_count++;
+  if (b->rank == 0) perf_print_placement(t.sec, algbw, busbw, wrong_str);
   return t.sec;
 }
 
@@ -686,8 +569,7 @@ static void run_nccl(bench_t *b, perf_call_t *call, double qcoll_sec) {
     if (b->rank == 0) printf("  %9s  %10s  %6s", "nograph", "N/A", "N/A");
     return;
   }
-  double algbw = t.sec > 0 ? (double)call->shape.bytes / t.sec / 1e9 : 0;
-  double busbw = algbw * perf_busbw_factor(call->coll, b->nranks);
+  double busbw = perf_algbw(call->shape.bytes, t.sec) * perf_busbw_factor(call->coll, b->nranks);
   b->nccl_bw_sum += busbw;
   b->nccl_bw_count++;
   char ratio[16] = "N/A";
@@ -698,7 +580,7 @@ static void run_nccl(bench_t *b, perf_call_t *call, double qcoll_sec) {
   }
   if (b->rank == 0) {
     char ts[32];
-    format_time(t.sec * 1e6, 9, ts, sizeof ts);
+    perf_format_time(t.sec * 1e6, 9, ts, sizeof ts);
     printf("  %9s  %10.2f  %6s", ts, busbw, ratio);
   }
 }
@@ -706,7 +588,7 @@ static void run_nccl(bench_t *b, perf_call_t *call, double qcoll_sec) {
 static void run_row(bench_t *b, size_t bytes, qcoll_dtype_t dt, qcoll_op_t op) {
   const perf_opts_t *o = b->opt;
   perf_call_t call = {.coll = o->coll, .comm = b->comm, .rank = b->rank, .nranks = b->nranks,
-                      .dtype = dt, .op = op, .root = o->coll->has_root ? o->root : -1,
+                      .dtype = dt, .op = op, .root = o->coll->has_root ? o->args.root : -1,
                       .send = &b->send, .recv = &b->recv, .stream = b->stream};
   call.shape = perf_coll_shape(o->coll, bytes, qcoll_dtype_size(dt), b->nranks);
   if (o->coll->id == PERF_ALL_REDUCE &&
@@ -717,8 +599,8 @@ static void run_row(bench_t *b, size_t bytes, qcoll_dtype_t dt, qcoll_op_t op) {
     call.opts.quant = o->quant;
   }
   if (b->rank == 0)
-    printf("%12zu  %12zu  %8s  %6s  %6d", call.shape.bytes, call.shape.count,
-           qcoll_dtype_name(dt), o->coll->has_op ? qcoll_op_name(op) : "none", call.root);
+    perf_print_row_start(call.shape.bytes, call.shape.count, qcoll_dtype_name(dt),
+                         o->coll->has_op ? qcoll_op_name(op) : "none", call.root);
   double out_of_place = run_placement(b, &call, false);
   run_placement(b, &call, true);
   if (b->nccl) run_nccl(b, &call, out_of_place);
@@ -737,21 +619,6 @@ typedef struct rank_info {
   char gpu[96];
 } rank_info_t;
 
-static void print_columns(const bench_t *b) {
-  bool nccl = b->nccl != NULL;
-  printf("# %72s%31s", "out-of-place", "in-place");
-  if (nccl) printf("%31s", "nccl (out-of-place)");
-  printf("\n");
-  printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s", "size", "count",
-         "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
-         "#wrong");
-  if (nccl) printf("  %9s  %10s  %6s", "nccl_time", "nccl_busbw", "ratio");
-  printf("\n# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s", "(B)",
-         "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
-  if (nccl) printf("  %9s  %10s  %6s", "(us)", "(GB/s)", "(x)");
-  printf("\n");
-}
-
 static void print_header(bench_t *b) {
   const perf_opts_t *o = b->opt;
   rank_info_t me = {0}, *all = calloc((size_t)b->nranks, sizeof *all);
@@ -767,16 +634,10 @@ static void print_header(bench_t *b) {
   if (b->rank == 0) {
     int v = 0;
     qcoll_get_version(&v);
-    printf("# " PROG_NAME " %s  (qcoll %d.%d.%d)\n", o->coll->name, v / 10000, (v / 100) % 100,
-           v % 100);
-    if (o->step_factor > 0)
-      printf("#  nranks %d  minBytes %zu  maxBytes %zu  step: %g(factor)", b->nranks,
-             o->min_bytes, o->max_bytes, o->step_factor);
-    else
-      printf("#  nranks %d  minBytes %zu  maxBytes %zu  step: %zu(bytes)", b->nranks,
-             o->min_bytes, o->max_bytes, o->step_bytes);
-    printf("  warmup iters: %d  iters: %d  validation: %d  graph: %d\n", o->warmup, o->iters,
-           o->check, o->graph_launches);
+    char library[32];
+    snprintf(library, sizeof library, "qcoll %d.%d.%d", v / 10000, (v / 100) % 100, v % 100);
+    perf_print_title(PROG_NAME, o->coll->name, library);
+    perf_print_sweep(b->nranks, &o->args, o->graph_launches);
     printf("#  memory: %s", o->mem == PERF_MEM_GPU ? "gpu" : "host");
     if (o->coll->id == PERF_ALL_REDUCE)
       printf("  algo: %s  quant: %s", qcoll_algo_name(o->algo),
@@ -794,12 +655,12 @@ static void print_header(bench_t *b) {
     for (int r = 0; r < b->nranks; r++) {
       all[r].host[sizeof all[r].host - 1] = 0;
       all[r].gpu[sizeof all[r].gpu - 1] = 0;
-      printf("#  Rank %3d  Pid %7d  on %16s  ", r, (int)all[r].pid, all[r].host);
+      perf_print_rank(r, (int)all[r].pid, all[r].host);
       if (all[r].device >= 0) printf("device %d  %s\n", (int)all[r].device, all[r].gpu);
       else printf("host memory\n");
     }
     printf("#\n");
-    print_columns(b);
+    perf_print_columns(b->nccl != NULL);
     fflush(stdout);
   }
   free(all);
@@ -807,12 +668,7 @@ static void print_header(bench_t *b) {
 
 static void print_footer(const bench_t *b) {
   const perf_opts_t *o = b->opt;
-  if (o->check)
-    printf("# Out of bounds values : %lld %s\n", (long long)b->total_wrong,
-           b->total_wrong ? "FAILED" : "OK");
-  else
-    printf("# Out of bounds values : N/A (not checked, -c 0)\n");
-  printf("# Avg bus bandwidth    : %g\n", b->bw_count ? b->bw_sum / b->bw_count : 0.0);
+  perf_print_totals(o->args.check, &b->totals);
   if (b->tolerance_used)
     printf("# Max abs error        : %g (quantised transfer %s; allowed %g)\n", b->max_err,
            qcoll_quant_name(b->quant_effective), b->max_tol);
@@ -903,9 +759,9 @@ int main(int argc, char **argv) {
   check_device(&b);
 
   /* Checks that need the world size: every rank decides alike. */
-  if (opt.coll->has_root && opt.root >= b.nranks) {
+  if (opt.coll->has_root && opt.args.root >= b.nranks) {
     qcoll_comm_destroy(b.comm);
-    input_error("-r %d: the root must be a rank in 0..%d", opt.root, b.nranks - 1);
+    input_error("-r %d: the root must be a rank in 0..%d", opt.args.root, b.nranks - 1);
   }
   if (opt.coll->id == PERF_SENDRECV && b.nranks < 2) {
     qcoll_comm_destroy(b.comm);
@@ -915,9 +771,9 @@ int main(int argc, char **argv) {
   int n_sizes = 0;
   size_t *sizes = sweep_sizes(&opt, &n_sizes);
   if (!sizes) die(&b, "out of memory");
-  if (perf_buf_alloc(&b.send, opt.mem, opt.max_bytes) != 0 ||
-      perf_buf_alloc(&b.recv, opt.mem, opt.max_bytes) != 0)
-    die(&b, "cannot allocate two buffers of %zu bytes%s%s", opt.max_bytes,
+  if (perf_buf_alloc(&b.send, opt.mem, opt.args.max_bytes) != 0 ||
+      perf_buf_alloc(&b.recv, opt.mem, opt.args.max_bytes) != 0)
+    die(&b, "cannot allocate two buffers of %zu bytes%s%s", opt.args.max_bytes,
         opt.mem == PERF_MEM_GPU ? ": " : "", opt.mem == PERF_MEM_GPU ? perf_gpu_error() : "");
   if (perf_stream_create(opt.mem, &b.stream) != 0)
     die(&b, "cannot create a stream: %s", perf_gpu_error());
@@ -957,5 +813,5 @@ int main(int argc, char **argv) {
             qcoll_status_string(st), qcoll_last_error());
     return 1;
   }
-  return b.total_wrong ? 1 : 0;
+  return b.totals.wrong ? 1 : 0;
 }
