@@ -20,7 +20,7 @@ echo "# reasons given by skipped tests:"
 (cd build && ctest -L gpu -V 2>&1 | grep -E "SKIP" | sed 's/^[0-9]*: //' | sort | uniq -c) || true
 
 host_tests() { # $1 build dir
-  (cd "$1" && ctest --output-on-failure --timeout 600 -j 2 -LE "gpu|python|slow|valgrind")
+  (cd "$1" && ctest --output-on-failure --timeout 600 -j 2 -LE "gpu|python|slow|valgrind|nosan")
 }
 if [ "${QCOLL_SKIP_SANITIZERS:-0}" != 1 ]; then
   echo "# 2. address + undefined-behaviour sanitizers (host back end)"

@@ -615,8 +615,7 @@ static bool plan_layout(int n, plan_t *p) {
   /* Every rank gets at least one 64-byte sub-slot per peer (all-to-all and
    * reduce-scatter split a slot that way). */
   size_t slot_min = align_up(QCOLL_MAX((size_t)PAGE, 64 * nn), PAGE);
-  const char *xp = getenv("QCOLL_XP_SLOTMAX");
-  slot = QCOLL_MIN(slot, xp ? (size_t)atoll(xp) : SLOT_MAX_BYTES);
+  slot = QCOLL_MIN(slot, SLOT_MAX_BYTES);
   slot = QCOLL_MAX(slot, slot_min);
   p->layout.slot_bytes = slot;
   p->layout.oneshot_bytes =

@@ -10,20 +10,24 @@
  *  all-reduce, small (<= oneshot_bytes): one phase.  Every rank copies its
  *      input into its slot, then reduces all slots in rank order.
  *  all-reduce, large: per chunk of slot_bytes two phases, so it streams.
- *      Phase 1: copy the chunk into the slot; rank r reduces sub-range r of
- *      the chunk over all slots (rank order) into its slot of the next half.
- *      Phase 2: everyone copies every sub-range out.  (Reduce-scatter then
- *      all-gather: each element is reduced once, by one rank.)
+ *      Phase 1: copy the chunk, less this rank's own sub-range, into the
+ *      slot; rank r reduces sub-range r of the chunk in rank order, its own
+ *      input from sendbuf and the others' from their slots, into its slot
+ *      of the next half.  Phase 2: everyone copies the sub-ranges out.
+ *      (Reduce-scatter then all-gather: each element is reduced once, by
+ *      one rank.)  Per byte and rank: (n-1)/n staged, one read by the
+ *      reduction, one copied out.
  *  reduce: as all-reduce, only root copies out.
- *  reduce-scatter: per phase every rank copies, for each destination d, a
+ *  reduce-scatter: per phase every rank copies, for each other rank d, a
  *      piece of its d-th block into sub-slot d of its slot; rank r reduces
- *      sub-slot r of every slot into its output.
+ *      its own block (from sendbuf) and sub-slot r of every other slot into
+ *      its output.
  *  broadcast: root fills a whole half (local_size slots) per phase.
  *  all-gather: each rank copies a chunk into its slot, everyone copies all.
  *  all-to-all: like reduce-scatter's exchange, with copies.
  *  send/recv: the ordered pair's buffer (qcoll__shm_send/recv).
  *
- * Reductions go through qcoll__reduce_ranks with sources in rank order, on
+ * Reductions go through qcoll__reduce_ranks(2) with sources in rank order, on
  * one rank per element, so every rank holds the same bits, equal to
  * qcoll__reduce_ranks over all inputs.
  */
@@ -116,38 +120,51 @@ static qcoll_status_t reduce_oneshot(ctx_t *c, const void *send, void *out,
 }
 
 /* Two phases per chunk: reduce-scatter into the next half, then gather.
+ * Rank r reduces sub-range r of the chunk, and reads its own input for it
+ * straight from sendbuf, so it stages only the other ranks' sub-ranges.
+ * In place, the reduction also stores rank r's result straight into
+ * recvbuf, whose lines it has just read; out of place that store would
+ * first fetch every cold line of recvbuf, which memcpy avoids, so the
+ * result is copied out of the slot with the other ranks' sub-ranges.
  * Ranks with out == NULL take part but copy nothing out. */
 static qcoll_status_t reduce_chunked(ctx_t *c, const void *send, void *out,
                                      size_t count, qcoll_dtype_t dtype,
                                      qcoll_op_t op) {
-  size_t chunk = c->slot / c->esz;
+  const uint8_t *in = send;
+  uint8_t *res = out;
+  bool in_place = res && (const void *)res == send;
+  size_t esz = c->esz, chunk = c->slot / esz;
   for (size_t off = 0; off < count; off += chunk) {
-    size_t m = QCOLL_MIN(chunk, count - off);
+    size_t m = QCOLL_MIN(chunk, count - off), lo, hi;
     uint8_t *in_stage = qcoll__shm_stage(c->comm);
-    memcpy(in_stage + (size_t)c->me * c->slot,
-           (const uint8_t *)send + off * c->esz, m * c->esz);
+    uint8_t *mine = in_stage + (size_t)c->me * c->slot;
+    for (int r = 0; r < c->n; r++) {
+      sub_range(c, m, r, &lo, &hi);
+      if (r != c->me && lo < hi)
+        memcpy(mine + lo * esz, in + (off + lo) * esz, (hi - lo) * esz);
+    }
     qcoll_status_t st = qcoll__shm_phase_sync(c->comm);
     if (st != QCOLL_OK) return st;
 
     uint8_t *out_stage = qcoll__shm_stage(c->comm);
-    size_t lo, hi;
     sub_range(c, m, c->me, &lo, &hi);
     if (lo < hi) {
       for (int r = 0; r < c->n; r++)
-        c->srcs[r] = in_stage + (size_t)r * c->slot + lo * c->esz;
-      qcoll__reduce_ranks(out_stage + (size_t)c->me * c->slot + lo * c->esz,
-                          c->srcs, c->n, hi - lo, dtype, op, c->comm->nranks);
+        c->srcs[r] = r == c->me ? in + (off + lo) * esz
+                                : in_stage + (size_t)r * c->slot + lo * esz;
+      qcoll__reduce_ranks2(out_stage + (size_t)c->me * c->slot + lo * esz,
+                           in_place ? res + (off + lo) * esz : NULL, c->srcs,
+                           c->n, hi - lo, dtype, op, c->comm->nranks);
     }
     st = qcoll__shm_phase_sync(c->comm);
     if (st != QCOLL_OK) return st;
 
-    if (!out) continue;
+    if (!res) continue;
     for (int r = 0; r < c->n; r++) {
       sub_range(c, m, r, &lo, &hi);
-      if (lo < hi)
-        memcpy((uint8_t *)out + (off + lo) * c->esz,
-               out_stage + (size_t)r * c->slot + lo * c->esz,
-               (hi - lo) * c->esz);
+      if (lo < hi && !(in_place && r == c->me))
+        memcpy(res + (off + lo) * esz,
+               out_stage + (size_t)r * c->slot + lo * esz, (hi - lo) * esz);
     }
   }
   return QCOLL_OK;
@@ -212,14 +229,17 @@ qcoll_status_t qcoll__host_reduce_scatter(qcoll_comm_t comm,
     uint8_t *stage = qcoll__shm_stage(comm);
     uint8_t *mine = stage + (size_t)c.me * c.slot;
     for (int d = 0; d < c.n; d++)
-      memcpy(mine + (size_t)d * sub, send + ((size_t)d * recvcount + off) * c.esz,
-             m * c.esz);
+      if (d != c.me)
+        memcpy(mine + (size_t)d * sub,
+               send + ((size_t)d * recvcount + off) * c.esz, m * c.esz);
     st = qcoll__shm_phase_sync(comm);
     if (st != QCOLL_OK) break;
-    /* In place, recv is this rank's block of send: the part written here
-     * has already been staged, the rest is still untouched. */
+    /* This rank's own block is read from sendbuf, not staged.  In place,
+     * recv is that block, at the same offset: the reduction reads each
+     * element before it writes it. */
     for (int r = 0; r < c.n; r++)
-      c.srcs[r] = stage + (size_t)r * c.slot + (size_t)c.me * sub;
+      c.srcs[r] = r == c.me ? send + ((size_t)c.me * recvcount + off) * c.esz
+                            : stage + (size_t)r * c.slot + (size_t)c.me * sub;
     qcoll__reduce_ranks(recv + off * c.esz, c.srcs, c.n, m, dtype, op,
                         comm->nranks);
   }
@@ -245,8 +265,7 @@ qcoll_status_t qcoll__host_broadcast(qcoll_comm_t comm, const void *sendbuf,
     uint8_t *stage = qcoll__shm_stage(comm);
     if (is_root) memcpy(stage, (const uint8_t *)sendbuf + off, m);
     st = qcoll__shm_phase_sync(comm);
-    if (st == QCOLL_OK && !is_root)
-      memcpy((uint8_t *)recvbuf + off, stage, m);
+    if (st == QCOLL_OK && !is_root) memcpy((uint8_t *)recvbuf + off, stage, m);
   }
   return end(&c, st);
 }
@@ -294,7 +313,8 @@ qcoll_status_t qcoll__host_all_to_all(qcoll_comm_t comm, const void *sendbuf,
     uint8_t *stage = qcoll__shm_stage(comm);
     uint8_t *mine = stage + (size_t)c.me * c.slot;
     for (int d = 0; d < c.n; d++)
-      if (d != c.me) memcpy(mine + (size_t)d * sub, send + (size_t)d * bytes + off, m);
+      if (d != c.me)
+        memcpy(mine + (size_t)d * sub, send + (size_t)d * bytes + off, m);
     st = qcoll__shm_phase_sync(comm);
     if (st != QCOLL_OK) break;
     for (int s = 0; s < c.n; s++)
@@ -315,9 +335,9 @@ static qcoll_status_t p2p(qcoll_comm_t comm, bool sending, void *buf,
   if (st != QCOLL_OK || count == 0) return end(&c, st);
   int l = local_index(comm, peer);
   if (l < 0)
-    return end(&c, qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
-                                "%s: peer %d is not a rank of this host", fn,
-                                peer));
+    return end(
+        &c, qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+                         "%s: peer %d is not a rank of this host", fn, peer));
   size_t bytes = count * c.esz;
   st = sending ? qcoll__shm_send(comm, l, buf, bytes)
                : qcoll__shm_recv(comm, l, buf, bytes);

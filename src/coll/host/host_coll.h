@@ -46,6 +46,12 @@ qcoll_status_t qcoll__host_barrier(qcoll_comm_t comm);
 void qcoll__reduce_ranks(void *dst, const void *const *srcs, int nsrcs,
                          size_t count, qcoll_dtype_t dtype, qcoll_op_t op,
                          int avg_divisor);
+/* The same, storing the result to dst and, when dst2 is not NULL, to dst2
+ * as well (either may alias a source at the same offset; dst2 is dst or
+ * does not overlap it). */
+void qcoll__reduce_ranks2(void *dst, void *dst2, const void *const *srcs,
+                          int nsrcs, size_t count, qcoll_dtype_t dtype,
+                          qcoll_op_t op, int avg_divisor);
 
 #ifdef __cplusplus
 }

@@ -19,8 +19,10 @@
  *
  * The work is done in blocks of BLOCK elements: the block of srcs[0] is
  * loaded into a local accumulator, every other source is folded in, and the
- * block is stored to dst.  Each block is read from every source before dst
- * is written, so dst may alias any source at the same offset (in-place
+ * block is stored to dst (and copied from there, while it is in L1, to a
+ * second destination when the caller wants the result in two places).
+ * Each block is read from every source before any destination is written,
+ * so a destination may alias any source at the same offset (in-place
  * callers pass dst == srcs[0]).  The dtype/op switch sits outside the
  * element loops, which are plain `acc[i] = f(acc[i], s[i])` loops over a
  * local array the compiler can vectorise.
@@ -47,6 +49,13 @@
       fn(__VA_ARGS__, m);             \
   } while (0)
 
+/* The second destination, if any, gets the block just stored to the first
+ * (still in L1): converting or dividing again would cost more. */
+static inline void copy_second(void *const *dsts, size_t offset, size_t bytes) {
+  if (dsts[1] && dsts[1] != dsts[0])
+    memcpy((char *)dsts[1] + offset, (const char *)dsts[0] + offset, bytes);
+}
+
 /* ---- integers ------------------------------------------------------ */
 
 #define DEFINE_INT_REDUCE(NAME, T, UT)                                        \
@@ -65,7 +74,7 @@
   static void NAME##_avg_store(T *d, const UT *acc, int div, size_t m) {      \
     for (size_t i = 0; i < m; i++) d[i] = (T)((T)acc[i] / div);               \
   }                                                                           \
-  static void NAME##_block(void *dst, const void *const *srcs, int n,         \
+  static void NAME##_block(void *const *dsts, const void *const *srcs, int n, \
                            size_t base, size_t m, qcoll_op_t op, int div) {   \
     if (op == QCOLL_MIN || op == QCOLL_MAX) {                                 \
       T acc[BLOCK];                                                           \
@@ -76,7 +85,8 @@
         else                                                                  \
           RUN(NAME##_max, acc, (const T *)srcs[r] + base);                    \
       }                                                                       \
-      memcpy((T *)dst + base, acc, m * sizeof(T));                            \
+      memcpy((T *)dsts[0] + base, acc, m * sizeof(T));                        \
+      copy_second(dsts, base * sizeof(T), m * sizeof(T));                     \
       return;                                                                 \
     }                                                                         \
     UT acc[BLOCK]; /* same representation as T */                             \
@@ -88,9 +98,10 @@
         RUN(NAME##_sum, acc, (const T *)srcs[r] + base);                      \
     }                                                                         \
     if (op == QCOLL_AVG)                                                      \
-      RUN(NAME##_avg_store, (T *)dst + base, acc, div);                       \
+      RUN(NAME##_avg_store, (T *)dsts[0] + base, acc, div);                   \
     else                                                                      \
-      memcpy((T *)dst + base, acc, m * sizeof(T));                            \
+      memcpy((T *)dsts[0] + base, acc, m * sizeof(T));                        \
+    copy_second(dsts, base * sizeof(T), m * sizeof(T));                       \
   }
 
 DEFINE_INT_REDUCE(i8, int8_t, uint8_t)
@@ -130,7 +141,7 @@ DEFINE_INT_REDUCE(u64, uint64_t, uint64_t)
   static void NAME##_store(T *d, const ACC *acc, size_t m) {                  \
     for (size_t i = 0; i < m; i++) d[i] = STORE(acc[i]);                      \
   }                                                                           \
-  static void NAME##_block(void *dst, const void *const *srcs, int n,         \
+  static void NAME##_block(void *const *dsts, const void *const *srcs, int n, \
                            size_t base, size_t m, qcoll_op_t op, int div) {   \
     ACC acc[BLOCK];                                                           \
     RUN(NAME##_load, acc, (const T *)srcs[0] + base);                         \
@@ -143,18 +154,20 @@ DEFINE_INT_REDUCE(u64, uint64_t, uint64_t)
         default: RUN(NAME##_sum, acc, s); break;                              \
       }                                                                       \
     }                                                                         \
-    if (op == QCOLL_AVG) RUN(NAME##_div, acc, (ACC)div);                     \
-    RUN(NAME##_store, (T *)dst + base, acc);                                  \
+    if (op == QCOLL_AVG) RUN(NAME##_div, acc, (ACC)div);                      \
+    RUN(NAME##_store, (T *)dsts[0] + base, acc);                              \
+    copy_second(dsts, base * sizeof(T), m * sizeof(T));                       \
   }
 
 DEFINE_FLOAT_REDUCE(f16, uint16_t, float, qcoll__f16_to_f32, qcoll__f32_to_f16)
-DEFINE_FLOAT_REDUCE(bf16, uint16_t, float, qcoll__bf16_to_f32, qcoll__f32_to_bf16)
+DEFINE_FLOAT_REDUCE(bf16, uint16_t, float, qcoll__bf16_to_f32,
+                    qcoll__f32_to_bf16)
 DEFINE_FLOAT_REDUCE(f32, float, float, ID, ID)
 DEFINE_FLOAT_REDUCE(f64, double, double, ID, ID)
 
 /* ---- dispatch ------------------------------------------------------ */
 
-typedef void (*block_fn)(void *dst, const void *const *srcs, int n,
+typedef void (*block_fn)(void *const *dsts, const void *const *srcs, int n,
                          size_t base, size_t m, qcoll_op_t op, int div);
 
 static block_fn block_for(qcoll_dtype_t dtype) {
@@ -173,14 +186,21 @@ static block_fn block_for(qcoll_dtype_t dtype) {
   }
 }
 
-void qcoll__reduce_ranks(void *dst, const void *const *srcs, int nsrcs,
-                         size_t count, qcoll_dtype_t dtype, qcoll_op_t op,
-                         int avg_divisor) {
+void qcoll__reduce_ranks2(void *dst, void *dst2, const void *const *srcs,
+                          int nsrcs, size_t count, qcoll_dtype_t dtype,
+                          qcoll_op_t op, int avg_divisor) {
   block_fn fn = block_for(dtype);
   if (!fn || nsrcs < 1 || count == 0) return;
   if (avg_divisor < 1) avg_divisor = 1; /* callers pass the world size */
+  void *dsts[2] = {dst, dst2};
   for (size_t base = 0; base < count; base += BLOCK) {
     size_t m = QCOLL_MIN((size_t)BLOCK, count - base);
-    fn(dst, srcs, nsrcs, base, m, op, avg_divisor);
+    fn(dsts, srcs, nsrcs, base, m, op, avg_divisor);
   }
+}
+
+void qcoll__reduce_ranks(void *dst, const void *const *srcs, int nsrcs,
+                         size_t count, qcoll_dtype_t dtype, qcoll_op_t op,
+                         int avg_divisor) {
+  qcoll__reduce_ranks2(dst, NULL, srcs, nsrcs, count, dtype, op, avg_divisor);
 }
