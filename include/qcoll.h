@@ -293,7 +293,10 @@ qcoll_status_t qcoll_all_to_all(const void *sendbuf, void *recvbuf,
 /** Send count elements to peer, which must call qcoll_recv with the same
  *  count and dtype.  On the host back end a message that fits the pair's
  *  buffer (QCOLL_P2P_BYTES) returns at once; a larger one streams and
- *  returns when the peer has taken it. */
+ *  returns when the peer has taken it.  GPU buffers on one host: the same
+ *  holds for the work enqueued on `stream` (buffer QCOLL_IPC_P2P_BYTES),
+ *  and the n-th send to a peer meets that peer's n-th recv from this rank
+ *  in the order the GPU runs them (keep each direction on one stream). */
 qcoll_status_t qcoll_send(const void *sendbuf, size_t count,
                           qcoll_dtype_t dtype, int peer, qcoll_comm_t comm,
                           void *stream);
@@ -304,7 +307,10 @@ qcoll_status_t qcoll_recv(void *recvbuf, size_t count, qcoll_dtype_t dtype,
 
 /** Every rank waits until all ranks have entered the barrier.  With a
  *  non-NULL stream on a GPU communicator the barrier is also ordered on
- *  that stream. */
+ *  that stream: work enqueued after it starts only once every rank's
+ *  stream has reached it (it can be captured into a CUDA graph, whose
+ *  replays then order the streams only).  Either every rank passes a
+ *  stream or none does. */
 qcoll_status_t qcoll_barrier(qcoll_comm_t comm, void *stream);
 
 /* ------------------------------------------------------------------ */

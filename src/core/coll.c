@@ -553,7 +553,10 @@ static qcoll_status_t run_call(qcoll_comm_t comm, call_t *c) {
   if ((st = check_enums(comm, c)) || (st = compute_sizes(comm, c)) ||
       (st = check_pointers(comm, c)) || (st = place_call(comm, c)))
     return st;
-  c->algo = resolve_algo(c->algo);
+  /* QCOLL_ALGO forces the path of GPU all-reduces only; a per-call choice
+   * that cannot serve the buffers is refused below with the reason. */
+  if (c->kind == QCOLL__COLL_ALL_REDUCE && c->device >= 0)
+    c->algo = resolve_algo(c->algo);
   c->quant = resolve_quant(c->quant);
   if (c->device < 0 && c->algo != QCOLL_ALGO_AUTO && c->algo != QCOLL_ALGO_HOST)
     return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,

@@ -32,7 +32,7 @@ static const env_entry_t env_table[] = {
     {"QCOLL_P2P_BYTES", "256K", "host back end: buffer per ordered pair of ranks for send/recv (capped to fit)"},
     {"QCOLL_SPIN_US", "50", "microseconds a wait spins before it sleeps on a futex"},
     {"QCOLL_CHECK", "0", "1: ranks compare each call's signature (count, dtype, op, root) before running it"},
-    {"QCOLL_ALGO", "auto", "force an all-reduce algorithm: auto, host, oneshot, twoshot, nccl"},
+    {"QCOLL_ALGO", "auto", "force the path of GPU all-reduces: auto, host (staged), oneshot, twoshot, nccl"},
     {"QCOLL_QUANT", "none", "quantised transfer for GPU all-reduce: none, fp8, int8, int6, int4"},
     {"QCOLL_QUANT_MIN_BYTES", "1M", "messages smaller than this are never quantised"},
     {"QCOLL_IPC_BYTES", "64M", "CUDA IPC buffer per rank (data and flags)"},

@@ -252,22 +252,6 @@ static bool peer_watchable(const qcoll__shm_t *shm, int l) {
          atomic_load(&shm->ranks[l].pidns) == shm->my_pidns;
 }
 
-/* A local peer whose process has exited, or -1.  A pidfd also reports a
- * process that exited but was not yet reaped by its parent, which
- * kill(pid, 0) still reports alive. */
-static int find_dead_peer(qcoll__shm_t *shm) {
-  if (poll(shm->pidfds, (nfds_t)shm->n, 0) > 0) {
-    for (int l = 0; l < shm->n; l++)
-      if (shm->pidfds[l].fd >= 0 && (shm->pidfds[l].revents & POLLIN)) return l;
-  }
-  for (int l = 0; l < shm->n; l++) {
-    if (shm->pidfds[l].fd >= 0 || !peer_watchable(shm, l)) continue;
-    if (kill(atomic_load(&shm->ranks[l].pid), 0) == -1 && errno == ESRCH)
-      return l;
-  }
-  return -1;
-}
-
 static const char *activity(const qcoll__shm_t *shm) {
   return shm->activity ? shm->activity : "host shared memory";
 }
@@ -297,6 +281,50 @@ static bool posted_meanwhile(_Atomic uint32_t *word, uint32_t target) {
 
 /* QCOLL_OK while the wait for *word >= target may go on (or the word has
  * been posted); otherwise the error, recorded. */
+/* Whether local peer l's process has exited.  A pidfd also reports a
+ * process that exited but was not yet reaped by its parent, which
+ * kill(pid, 0) still reports alive. */
+static bool peer_dead(qcoll__shm_t *shm, int l) {
+  if (shm->pidfds[l].fd >= 0) {
+    struct pollfd p = {shm->pidfds[l].fd, POLLIN, 0};
+    return poll(&p, 1, 0) > 0 && (p.revents & POLLIN);
+  }
+  return peer_watchable(shm, l) &&
+         kill(atomic_load(&shm->ranks[l].pid), 0) == -1 && errno == ESRCH;
+}
+
+/* A peer that died without destroying its communicator, or -1. */
+static int peer_died_unexpectedly(qcoll__shm_t *shm) {
+  for (int l = 0; l < shm->n; l++)
+    if (l != shm->me && !atomic_load(&shm->ranks[l].left) && peer_dead(shm, l))
+      return l;
+  return -1;
+}
+
+/* The peer to blame when one has gone: one that died unexpectedly, else one
+ * that destroyed its communicator (and may have exited since).  A rank
+ * usually destroys its communicator because another one died, and a dying
+ * process closes its sockets (which that rank saw) before the kernel
+ * reports its exit (which a pidfd sees): so a departure is blamed only when
+ * no death appears within a short grace period. */
+#define DEPARTURE_GRACE_S 0.25
+static int gone_peer(qcoll__shm_t *shm) {
+  int died = peer_died_unexpectedly(shm);
+  if (died >= 0) return died;
+  int left = -1;
+  for (int l = 0; left < 0 && l < shm->n; l++)
+    if (l != shm->me && atomic_load(&shm->ranks[l].left)) left = l;
+  if (left < 0) return -1;
+  double until = qcoll__now() + DEPARTURE_GRACE_S;
+  do {
+    struct timespec nap = {0, 5 * 1000 * 1000};
+    nanosleep(&nap, NULL);
+    died = peer_died_unexpectedly(shm);
+    if (died >= 0) return died;
+  } while (qcoll__now() < until);
+  return left;
+}
+
 static qcoll_status_t check_health(qcoll_comm_t comm, qcoll__deadline_t deadline,
                                    _Atomic uint32_t *word, uint32_t target,
                                    describe_fn describe, const void *ctx) {
@@ -333,9 +361,7 @@ static qcoll_status_t check_health(qcoll_comm_t comm, qcoll__deadline_t deadline
   double now = qcoll__now();
   if (now >= shm->next_liveness) {
     shm->next_liveness = now + LIVENESS_PERIOD_S;
-    int dead = find_dead_peer(shm);
-    for (int l = 0; dead < 0 && l < shm->n; l++)
-      if (l != shm->me && atomic_load(&shm->ranks[l].left)) dead = l;
+    int dead = gone_peer(shm);
     if (dead >= 0) {
       if (posted_meanwhile(word, target)) return QCOLL_OK;
       describe_when(comm, describe, ctx, what, sizeof what);

@@ -23,7 +23,9 @@ __global__ void spin_kernel(unsigned long long ns, unsigned long long *end) {
   *end = now_ns();
 }
 
-__global__ void stamp_kernel(unsigned long long *stamp) { *stamp = now_ns(); }
+__global__ void stamp_kernel(unsigned long long *stamp) {
+  *stamp = now_ns();
+}
 
 }  // namespace
 

@@ -9,6 +9,49 @@
 #                                      large messages take many launches and
 #                                      many send/recv steps
 #   gpu.collectives.failure.n2         a missing sender: the recv gives up
+# The selection table's GPU rows, on the host (label unit, runs everywhere).
+add_executable(test_select_ipc test_select_ipc.c)
+target_link_libraries(test_select_ipc PRIVATE qcoll_internal cmocka::cmocka)
+add_test(NAME unit.select_ipc COMMAND test_select_ipc)
+set_tests_properties(unit.select_ipc PROPERTIES TIMEOUT 60 LABELS unit
+                     ENVIRONMENT "QCOLL_DEBUG=NONE;QCOLL_DISABLE_CUDA=1")
+
+# The IPC kernels run on the CPU (tests/gpu/emu): the real kernel code, so
+# CI, which has no GPU, still tests their indexing and protocol.  Needs a
+# C++ compiler; label unit, runs in every build.
+include(CheckLanguage)
+check_language(CXX)
+if(CMAKE_CXX_COMPILER)
+  enable_language(CXX)
+  set(emu_out ${CMAKE_CURRENT_BINARY_DIR}/emu)
+  set(emu_dir ${CMAKE_CURRENT_SOURCE_DIR}/emu)
+  set(cuda_src ${PROJECT_SOURCE_DIR}/src/coll/cuda)
+  add_custom_command(
+    OUTPUT ${emu_out}/collectives_emu.cpp ${emu_out}/ipc_sync.cuh ${emu_out}/emu_status.h
+    COMMAND ${CMAKE_COMMAND} -DSRC=${cuda_src} -DOUT=${emu_out} -P ${emu_dir}/prepare.cmake
+    DEPENDS ${cuda_src}/collectives.cu ${cuda_src}/ipc_sync.cuh ${emu_dir}/prepare.cmake
+            ${emu_dir}/primitives.inc
+    COMMENT "Preparing the IPC kernels for the CPU emulation")
+  add_executable(coll_emu ${emu_dir}/coll_emu.cpp ${emu_out}/collectives_emu.cpp
+                 ${PROJECT_SOURCE_DIR}/src/coll/host/reduce.c)
+  set_source_files_properties(${emu_dir}/coll_emu.cpp ${emu_out}/collectives_emu.cpp
+                              PROPERTIES COMPILE_OPTIONS "-include;${emu_dir}/emu_shim.h"
+                                         OBJECT_DEPENDS "${emu_out}/emu_status.h;${emu_out}/ipc_sync.cuh")
+  target_include_directories(coll_emu BEFORE PRIVATE ${emu_out} ${emu_dir}/include ${cuda_src}
+                             ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
+  # -fno-strict-aliasing: the kernels read packs through element pointers,
+  # as CUDA code does (nvcc gives that its meaning; host GCC at -O2 would not).
+  target_compile_options(coll_emu PRIVATE -ffp-contract=off -fno-strict-aliasing
+                         $<$<COMPILE_LANGUAGE:CXX>:-Wno-unknown-pragmas>)
+  set_target_properties(coll_emu PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
+  target_link_libraries(coll_emu PRIVATE Threads::Threads)
+  add_test(NAME unit.coll_kernels_emu COMMAND coll_emu 2 3)
+  set_tests_properties(unit.coll_kernels_emu PROPERTIES TIMEOUT 300 LABELS unit
+                       SKIP_RETURN_CODE 77)
+else()
+  message(STATUS "qcoll: no C++ compiler, the CPU emulation of the IPC kernels is not built")
+endif()
+
 set(QCOLL_COLL_TESTS collectives.n2 collectives.n3 collectives.small_ipc.n2
     collectives.small_ipc.n3 collectives.failure.n2)
 

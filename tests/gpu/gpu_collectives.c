@@ -51,7 +51,8 @@ static qcoll_comm_t comm;
 static cudaStream_t stream, stream2;
 static size_t ipc_bytes, p2p_bytes; /* QCOLL_IPC_BYTES, QCOLL_IPC_P2P_BYTES */
 
-/* ---- the collectives ------------------------------------------------------ */
+/* ---- the collectives ------------------------------------------------------
+ */
 
 typedef enum coll {
   ALL_REDUCE,
@@ -72,7 +73,7 @@ static bool reduces(coll_t c) {
 }
 
 static const qcoll_dtype_t all_dtypes[] = {
-    QCOLL_I8,  QCOLL_U8,  QCOLL_I32, QCOLL_U32,  QCOLL_I64,
+    QCOLL_I8,  QCOLL_U8,  QCOLL_I32,  QCOLL_U32, QCOLL_I64,
     QCOLL_U64, QCOLL_F16, QCOLL_BF16, QCOLL_F32, QCOLL_F64};
 #define NDTYPES (sizeof all_dtypes / sizeof all_dtypes[0])
 static const qcoll_op_t all_ops[] = {QCOLL_SUM, QCOLL_PROD, QCOLL_MIN,
@@ -89,9 +90,8 @@ static void sizes(coll_t c, size_t count, size_t *send_n, size_t *recv_n) {
   }
 }
 
-static qcoll_status_t call(coll_t c, const void *send, void *recv,
-                           size_t count, qcoll_dtype_t d, qcoll_op_t op,
-                           int root, void *s) {
+static qcoll_status_t call(coll_t c, const void *send, void *recv, size_t count,
+                           qcoll_dtype_t d, qcoll_op_t op, int root, void *s) {
   switch (c) {
     case ALL_REDUCE: return qcoll_all_reduce(send, recv, count, d, op, comm, s);
     case REDUCE: return qcoll_reduce(send, recv, count, d, op, root, comm, s);
@@ -103,9 +103,12 @@ static qcoll_status_t call(coll_t c, const void *send, void *recv,
   }
 }
 
-/* ---- values ----------------------------------------------------------------- */
+/* ---- values -----------------------------------------------------------------
+ */
 
-static bool is_int(qcoll_dtype_t d) { return d <= QCOLL_U64; }
+static bool is_int(qcoll_dtype_t d) {
+  return d <= QCOLL_U64;
+}
 static bool is_unsigned(qcoll_dtype_t d) {
   return d == QCOLL_U8 || d == QCOLL_U32 || d == QCOLL_U64;
 }
@@ -113,7 +116,8 @@ static bool is_unsigned(qcoll_dtype_t d) {
 /* Element i of rank's input: a small integer (-8..8, or 0..16 unsigned),
  * exact in every dtype; seed makes every case's data different. */
 static int64_t input(qcoll_dtype_t d, int rank, size_t i, uint32_t seed) {
-  int64_t v = (int64_t)((i * 7u + (size_t)rank * 13u + (size_t)seed * 5u) % 17u);
+  int64_t v =
+      (int64_t)((i * 7u + (size_t)rank * 13u + (size_t)seed * 5u) % 17u);
   return is_unsigned(d) ? v : v - 8;
 }
 
@@ -314,13 +318,15 @@ static void same_on_every_rank(const void *data, size_t bytes,
   GT_QCOLL(comm, qcoll_all_gather(&mine, all, 1, QCOLL_U64, comm, NULL));
   for (int r = 1; r < gt_nranks; r++)
     if (all[r] != all[0])
-      gt_fail("%s: rank %d's result (hash %016llx) differs from rank 0's "
-              "(%016llx)",
-              what, r, (unsigned long long)all[r], (unsigned long long)all[0]);
+      gt_fail(
+          "%s: rank %d's result (hash %016llx) differs from rank 0's "
+          "(%016llx)",
+          what, r, (unsigned long long)all[r], (unsigned long long)all[0]);
   free(all);
 }
 
-/* ---- device buffers with guard bytes ---------------------------------------- */
+/* ---- device buffers with guard bytes ----------------------------------------
+ */
 
 #define GUARD 256 /* bytes before and after every buffer */
 #define GUARD_BYTE 0xa5
@@ -338,13 +344,19 @@ static size_t pool_bytes;
 static dbuf_t dbuf_take(int which, size_t bytes, size_t misalign) {
   dbuf_t b = {pool[which], GUARD + misalign, bytes};
   if (b.lead + bytes + GUARD > pool_bytes) {
-    gt_fail("test bug: %zu bytes do not fit the pool of %zu", bytes, pool_bytes);
+    gt_fail("test bug: %zu bytes do not fit the pool of %zu", bytes,
+            pool_bytes);
     exit(1);
   }
   GT_CUDA(cudaMemset(b.base, GUARD_BYTE, b.lead + bytes + GUARD));
+  /* The memset runs on the legacy stream, which the test's non-blocking
+   * streams do not wait for. */
+  GT_CUDA(cudaDeviceSynchronize());
   return b;
 }
-static char *dbuf_ptr(const dbuf_t *b) { return b->base + b->lead; }
+static char *dbuf_ptr(const dbuf_t *b) {
+  return b->base + b->lead;
+}
 
 static void dbuf_upload(const dbuf_t *b, size_t offset, const void *src,
                         size_t bytes) {
@@ -359,9 +371,10 @@ static void dbuf_download(const dbuf_t *b, void *out, const char *what) {
   for (size_t k = 0; k < total; k++) {
     if (k >= b->lead && k < b->lead + b->bytes) continue;
     if (all[k] != GUARD_BYTE) {
-      gt_fail("%s: byte %lld relative to the buffer was overwritten (0x%02x), "
-              "outside [0, %zu)",
-              what, (long long)k - (long long)b->lead, all[k], b->bytes);
+      gt_fail(
+          "%s: byte %lld relative to the buffer was overwritten (0x%02x), "
+          "outside [0, %zu)",
+          what, (long long)k - (long long)b->lead, all[k], b->bytes);
       break;
     }
   }
@@ -369,7 +382,8 @@ static void dbuf_download(const dbuf_t *b, void *out, const char *what) {
   free(all);
 }
 
-/* ---- (a) exact results ------------------------------------------------------ */
+/* ---- (a) exact results ------------------------------------------------------
+ */
 
 typedef struct placement {
   const char *name;
@@ -400,7 +414,8 @@ static void expected_result(coll_t c, qcoll_dtype_t d, qcoll_op_t op,
       break;
     case REDUCE_SCATTER:
       for (size_t i = 0; i < count; i++) {
-        for (int r = 0; r < n; r++) v[r] = input(d, r, (size_t)me * count + i, seed);
+        for (int r = 0; r < n; r++)
+          v[r] = input(d, r, (size_t)me * count + i, seed);
         put_reduced(expected, i, d, op, v, n);
       }
       break;
@@ -424,8 +439,8 @@ static void expected_result(coll_t c, qcoll_dtype_t d, qcoll_op_t op,
 
 /* The same call on host buffers (the host back end), for reductions: the
  * GPU result must be the same bits. */
-static void compare_with_host_back_end(coll_t c, qcoll_dtype_t d,
-                                       qcoll_op_t op, size_t count, int root,
+static void compare_with_host_back_end(coll_t c, qcoll_dtype_t d, qcoll_op_t op,
+                                       size_t count, int root,
                                        const void *send_host, size_t send_n,
                                        const void *gpu_result, size_t recv_n,
                                        const char *what) {
@@ -540,7 +555,8 @@ static void test_exact(void) {
             const placement_t *pl = &placements[pi];
             if (c == ALL_TO_ALL && pl->in_place) continue;
             /* The largest count: one aligned and one unaligned placement. */
-            if (count > 1000 && pi != 0 && pi != 3 && !(c == ALL_TO_ALL && pi == 1))
+            if (count > 1000 && pi != 0 && pi != 3 &&
+                !(c == ALL_TO_ALL && pi == 1))
               continue;
             int root = (int)(seed % (uint32_t)gt_nranks);
             run_case((coll_t)c, d, all_ops[oi], count, pl, root, seed++);
@@ -554,7 +570,8 @@ static void test_exact(void) {
   }
 }
 
-/* ---- (b) graph replay -------------------------------------------------------- */
+/* ---- (b) graph replay
+ * -------------------------------------------------------- */
 
 #define REPLAYS 100
 
@@ -570,10 +587,10 @@ typedef struct graph_case {
  * run_case; returns the device pointers the inputs go to and the result
  * comes from. */
 typedef struct graph_bufs {
-  char *dev;           /* one device allocation */
-  char *send, *recv;   /* inside dev */
-  char *upload;        /* where this rank's input goes */
-  char *result;        /* where its result is */
+  char *dev;         /* one device allocation */
+  char *send, *recv; /* inside dev */
+  char *upload;      /* where this rank's input goes */
+  char *result;      /* where its result is */
   size_t send_n, recv_n, total_bytes;
 } graph_bufs_t;
 
@@ -582,10 +599,12 @@ static graph_bufs_t graph_bufs_make(const graph_case_t *gc) {
   size_t es = qcoll_dtype_size(gc->dtype), me = (size_t)gt_rank;
   sizes(gc->coll, gc->count, &b.send_n, &b.recv_n);
   size_t send_bytes = b.send_n * es, recv_bytes = b.recv_n * es;
-  b.total_bytes = gc->in_place ? (send_bytes > recv_bytes ? send_bytes : recv_bytes)
-                               : send_bytes + 256 + recv_bytes;
+  b.total_bytes = gc->in_place
+                      ? (send_bytes > recv_bytes ? send_bytes : recv_bytes)
+                      : send_bytes + 256 + recv_bytes;
   GT_CUDA(cudaMalloc((void **)&b.dev, b.total_bytes));
   GT_CUDA(cudaMemset(b.dev, GUARD_BYTE, b.total_bytes));
+  GT_CUDA(cudaDeviceSynchronize());
   if (!gc->in_place) {
     b.send = b.upload = b.dev;
     b.recv = b.result = b.dev + send_bytes + 256;
@@ -677,7 +696,8 @@ static void graph_replay(const graph_case_t *gc) {
 static void graph_mix(void) {
   const int me = gt_rank, n = gt_nranks;
   const size_t count = 3001;
-  const char *what = "graph x100: broadcast + all_reduce + all_gather + barrier";
+  const char *what =
+      "graph x100: broadcast + all_reduce + all_gather + barrier";
   int64_t *b_dev;
   uint32_t *a_send, *a_recv;
   double *g_send, *g_recv;
@@ -707,20 +727,22 @@ static void graph_mix(void) {
                                  stream));
   GT_QCOLL(comm, qcoll_all_reduce(a_send, a_recv, count, QCOLL_U32, QCOLL_MAX,
                                   comm, stream));
-  GT_QCOLL(comm, qcoll_all_gather(g_send, g_recv, count, QCOLL_F64, comm,
-                                  stream));
+  GT_QCOLL(comm,
+           qcoll_all_gather(g_send, g_recv, count, QCOLL_F64, comm, stream));
   GT_QCOLL(comm, qcoll_barrier(comm, stream));
   GT_CUDA(cudaStreamEndCapture(stream, &graph));
   GT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
   for (int k = 0; k < REPLAYS; k++) {
     char *p = in + k * in_bytes, *q = out + k * out_bytes;
-    GT_CUDA(cudaMemcpyAsync(b_dev, p, count * 8, cudaMemcpyHostToDevice, stream));
+    GT_CUDA(
+        cudaMemcpyAsync(b_dev, p, count * 8, cudaMemcpyHostToDevice, stream));
     GT_CUDA(cudaMemcpyAsync(a_send, p + count * 8, count * 4,
                             cudaMemcpyHostToDevice, stream));
     GT_CUDA(cudaMemcpyAsync(g_send, p + count * 12, count * 8,
                             cudaMemcpyHostToDevice, stream));
     GT_CUDA(cudaGraphLaunch(exec, stream));
-    GT_CUDA(cudaMemcpyAsync(q, b_dev, count * 8, cudaMemcpyDeviceToHost, stream));
+    GT_CUDA(
+        cudaMemcpyAsync(q, b_dev, count * 8, cudaMemcpyDeviceToHost, stream));
     GT_CUDA(cudaMemcpyAsync(q + count * 8, a_recv, count * 4,
                             cudaMemcpyDeviceToHost, stream));
     GT_CUDA(cudaMemcpyAsync(q + count * 12, g_recv, (size_t)n * count * 8,
@@ -789,23 +811,27 @@ static void test_graphs(void) {
    * where that stays small. */
   if (ipc_bytes <= ((size_t)4 << 20)) {
     graph_case_t big[] = {
-        {ALL_REDUCE, QCOLL_I64, QCOLL_SUM, false, several_chunks(ALL_REDUCE, QCOLL_I64)},
+        {ALL_REDUCE, QCOLL_I64, QCOLL_SUM, false,
+         several_chunks(ALL_REDUCE, QCOLL_I64)},
         {REDUCE_SCATTER, QCOLL_U32, QCOLL_MIN, true,
          several_chunks(REDUCE_SCATTER, QCOLL_U32)},
-        {ALL_TO_ALL, QCOLL_I8, QCOLL_SUM, false, several_chunks(ALL_TO_ALL, QCOLL_I8)},
+        {ALL_TO_ALL, QCOLL_I8, QCOLL_SUM, false,
+         several_chunks(ALL_TO_ALL, QCOLL_I8)},
     };
     for (size_t i = 0; i < sizeof big / sizeof big[0]; i++)
       graph_replay(&big[i]);
   } else {
-    gt_note("graphs of several launches per call: not run (QCOLL_IPC_BYTES=%zu "
-            "makes one launch hold the whole message; the small_ipc test runs "
-            "them)",
-            ipc_bytes);
+    gt_note(
+        "graphs of several launches per call: not run (QCOLL_IPC_BYTES=%zu "
+        "makes one launch hold the whole message; the small_ipc test runs "
+        "them)",
+        ipc_bytes);
   }
   graph_mix();
 }
 
-/* ---- (c) send/recv -------------------------------------------------------------- */
+/* ---- (c) send/recv
+ * -------------------------------------------------------------- */
 
 /* Messages [0, rounds) from every rank to rank + 1, enqueued before any is
  * checked.  mode 0: send then recv on one stream (needs messages that fit
@@ -819,18 +845,21 @@ static void ring_case(qcoll_dtype_t d, size_t count, size_t misalign, int mode,
   static const char *const modes[] = {"one stream", "two streams",
                                       "one stream, parity order"};
   char what[200];
-  snprintf(what, sizeof what, "ring send/recv %s count=%zu %s%s x%d", qcoll_dtype_name(d),
-           count, modes[mode], misalign ? " +1" : "", rounds);
+  snprintf(what, sizeof what, "ring send/recv %s count=%zu %s%s x%d",
+           qcoll_dtype_name(d), count, modes[mode], misalign ? " +1" : "",
+           rounds);
   char *sdev, *rdev;
   const size_t stride = bytes + 256 + misalign * es;
   GT_CUDA(cudaMalloc((void **)&sdev, (size_t)rounds * stride + 1));
   GT_CUDA(cudaMalloc((void **)&rdev, (size_t)rounds * stride + 1));
   GT_CUDA(cudaMemset(rdev, GUARD_BYTE, (size_t)rounds * stride + 1));
+  GT_CUDA(cudaDeviceSynchronize());
   char *host = xmalloc(bytes), *expected = xmalloc(bytes);
   for (int k = 0; k < rounds; k++) {
     for (size_t i = 0; i < count; i++)
       put_value(host, i, d, input(d, me, i, seed + (uint32_t)k));
-    if (bytes) gt_upload(sdev + (size_t)k * stride + misalign * es, host, bytes);
+    if (bytes)
+      gt_upload(sdev + (size_t)k * stride + misalign * es, host, bytes);
   }
   for (int k = 0; k < rounds; k++) {
     const char *s = sdev + (size_t)k * stride + misalign * es;
@@ -934,8 +963,8 @@ static void test_send_recv(void) {
   GT_CUDA(cudaStreamEndCapture(stream, &graph));
   GT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
   for (int k = 0; k < REPLAYS; k++) {
-    GT_CUDA(cudaMemcpyAsync(sdev, in + k * bytes, bytes,
-                            cudaMemcpyHostToDevice, stream));
+    GT_CUDA(cudaMemcpyAsync(sdev, in + k * bytes, bytes, cudaMemcpyHostToDevice,
+                            stream));
     GT_CUDA(cudaGraphLaunch(exec, stream));
     GT_CUDA(cudaMemcpyAsync(out + k * bytes, rdev, bytes,
                             cudaMemcpyDeviceToHost, stream));
@@ -946,7 +975,8 @@ static void test_send_recv(void) {
   size_t bad = 0;
   for (int k = 0; k < REPLAYS && bad < 3; k++) {
     for (size_t i = 0; i < count; i++)
-      put_value(e, i, QCOLL_I32, input(QCOLL_I32, prev, i, 9000u + (uint32_t)k));
+      put_value(e, i, QCOLL_I32,
+                input(QCOLL_I32, prev, i, 9000u + (uint32_t)k));
     char label[200];
     snprintf(label, sizeof label, "%s, replay %d", what, k);
     bad += compare(e, out + k * bytes, count, QCOLL_I32, label) != 0;
@@ -961,7 +991,8 @@ static void test_send_recv(void) {
   GT_CUDA(cudaFree(rdev));
 }
 
-/* ---- (d) barrier on a stream ------------------------------------------------------ */
+/* ---- (d) barrier on a stream
+ * ------------------------------------------------------ */
 
 /* Whether every rank uses the same physical GPU (so global timer stamps of
  * different ranks compare). */
@@ -969,7 +1000,8 @@ static bool one_gpu_for_all(void) {
   struct cudaDeviceProp prop;
   GT_CUDA(cudaGetDeviceProperties(&prop, gt_device()));
   unsigned char *all = xmalloc((size_t)gt_nranks * 16);
-  GT_QCOLL(comm, qcoll_all_gather(prop.uuid.bytes, all, 16, QCOLL_U8, comm, NULL));
+  GT_QCOLL(comm,
+           qcoll_all_gather(prop.uuid.bytes, all, 16, QCOLL_U8, comm, NULL));
   bool same = true;
   for (int r = 1; r < gt_nranks; r++)
     if (memcmp(all, all + (size_t)r * 16, 16)) same = false;
@@ -1004,9 +1036,10 @@ static void barrier_order(int late, bool timing, cudaGraphExec_t exec,
   for (int r = 0; timing && r < gt_nranks; r++) {
     unsigned long long after = all[2 * r + 1];
     if (after < spin_end)
-      gt_fail("%s: rank %d ran work after the barrier at t=%llu ns, %.3f ms "
-              "before rank %d reached the barrier (t=%llu ns)",
-              what, r, after, (double)(spin_end - after) * 1e-6, late, spin_end);
+      gt_fail(
+          "%s: rank %d ran work after the barrier at t=%llu ns, %.3f ms "
+          "before rank %d reached the barrier (t=%llu ns)",
+          what, r, after, (double)(spin_end - after) * 1e-6, late, spin_end);
   }
   free(all);
 }
@@ -1014,8 +1047,9 @@ static void barrier_order(int late, bool timing, cudaGraphExec_t exec,
 static void test_barrier(void) {
   bool timing = one_gpu_for_all();
   if (!timing)
-    gt_note("barrier: the ranks use different GPUs, whose timers do not "
-            "compare: only completion is checked");
+    gt_note(
+        "barrier: the ranks use different GPUs, whose timers do not "
+        "compare: only completion is checked");
   unsigned before = (unsigned)gt_failures();
   for (int late = 0; late < gt_nranks; late++)
     barrier_order(late, timing, NULL, "barrier on a stream");
@@ -1048,7 +1082,8 @@ static void test_barrier(void) {
   GT_CUDA(cudaGraphDestroy(graph));
 }
 
-/* ---- failure ---------------------------------------------------------------------- */
+/* ---- failure
+ * ---------------------------------------------------------------------- */
 
 /* The last rank never sends to rank 0: rank 0's recv kernel gives up within
  * the deadline, the error names the rank and the recv, and the next call is
@@ -1057,9 +1092,10 @@ static int test_failure(void) {
   const char *t = getenv("QCOLL_TIMEOUT");
   const double timeout = t ? atof(t) : 300;
   if (timeout > 20) {
-    gt_fail("QCOLL_TIMEOUT=%g: the failure test needs a short deadline (its "
-            "CTest entry sets 3)",
-            timeout);
+    gt_fail(
+        "QCOLL_TIMEOUT=%g: the failure test needs a short deadline (its "
+        "CTest entry sets 3)",
+        timeout);
     return 1;
   }
   const int missing = gt_nranks - 1;

@@ -27,22 +27,28 @@
  *        sub-block r of every rank in rank order into its output;  barrier 1.
  *  all-to-all  as reduce-scatter for the copy in;  barrier 0;  rank r copies
  *        sub-block r of rank q's region 0 to block q of its output;  barrier 1.
- *  barrier  one block, barrier 0.
+ *  barrier  one block, barriers 0 and 1.
  *
- * Reuse of the regions: a launch writes IPC memory before its first
- * barrier only in its own region 0, reads any region 0 only between its
- * first and last barrier, and writes region 1 only after its first
- * barrier.  So a peer that has passed my last barrier may start its next
- * launch at once: nobody reads its region 0 any more, and its region 1 is
- * written only after a barrier that needs my next launch.  Launches that
- * read region 0 until their end therefore close with barrier 1; the
- * all-reduce and reduce read only region 1 after barrier 1, as the
- * two-shot all-reduce does.  The kernels of allreduce.cu keep the same
- * rules, so launches of both files interleave freely (in the same order on
- * every rank).
+ * Every launch passes barrier 0 and then barrier 1, never only one of them:
+ * that is what lets a flag slot be rewritten safely (see barrier_kernel).
+ *
+ * Reuse of the regions: before its first barrier a launch writes IPC
+ * memory only in region 0 (these kernels: their own); region 0 is read only
+ * between the first and the last barrier; region 1 is written only after
+ * the first barrier.  So a rank that has passed a launch's last barrier
+ * may start the next launch at once: every rank has arrived there, so
+ * nobody reads any region 0 any more, and region 1 is written only after a
+ * barrier of the next launch, which every rank reaches only once it has
+ * finished this one.  Launches that read region 0 until their end
+ * therefore close with barrier 1; the all-reduce and reduce read only
+ * region 1 after barrier 1, as the two-shot all-reduce does.  The kernels
+ * of allreduce.cu and allreduce_quant.cu keep the same rules, so launches
+ * of all three files interleave freely (in the same order on every rank).
  *
  * Reductions follow src/coll/host/reduce.c exactly, so that GPU and host
- * results are the same bits: sources in rank order 0..n-1; f16 and bf16
+ * results are the same bits (NaN payloads aside: the GPU's arithmetic
+ * returns its canonical NaN, the host's keeps an operand's payload, and the
+ * host compiler may swap operands): sources in rank order 0..n-1; f16 and bf16
  * accumulate in f32 and round once (with the host's conversions), f32 in
  * f32, f64 in f64, with IEEE operations that are never contracted;
  * integers add and multiply in the unsigned type of their width (they
@@ -117,8 +123,7 @@ __device__ __forceinline__ uint16_t f32_to_f16(float f) {
   uint32_t u = __float_as_uint(f);
   uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
   uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u)
-    return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+  if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
   if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);
   if (a < 0x38800000u) {
     float v = __fmul_rn(__uint_as_float(a), 16777216.0f);
@@ -342,7 +347,8 @@ __device__ __forceinline__ uint4 *region_packs(const BlockState *s, int owner,
 
 /* ---- collective kernels -------------------------------------------------- */
 
-#define QCOLL_KERNEL __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
+#define QCOLL_KERNEL \
+  __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
 
 /* all-reduce and reduce */
 template <typename D, int OP>
@@ -496,14 +502,21 @@ QCOLL_KERNEL all_to_all_kernel(qcoll__ipc_view_t v, qcoll__ipc_coll_args_t a) {
   block_end(v, &s);
 }
 
+/* Two phases, not one: a rank rewrites a peer's flag slot of phase p only
+ * after it has passed a barrier of the other phase, which the peer reaches
+ * only after reading the earlier flag of phase p.  With a single phase, a
+ * rank leaving barrier k could overwrite its flag of barrier k with that of
+ * barrier k + 1 before a slower peer had seen it. */
 QCOLL_KERNEL barrier_kernel(qcoll__ipc_view_t v, qcoll__ipc_coll_args_t a) {
   __shared__ BlockState s;
   block_begin(v, &s);
   if (!block_barrier(v, 0, &s)) return;
+  if (!block_barrier(v, 1, &s)) return;
   block_end(v, &s);
 }
 
-/* ---- send / recv ------------------------------------------------------------ */
+/* ---- send / recv ------------------------------------------------------------
+ */
 
 /* Spin until the counter at `slot` has reached `target` (modulo 2^32: the
  * signed distance is not negative).  Same deadline and abort handling as
@@ -573,13 +586,13 @@ __device__ __forceinline__ uint4 *lane_slot(char *inbox,
                                             const qcoll__ipc_p2p_t &c, int lane,
                                             uint32_t seq) {
   size_t slot_bytes = c.pair_bytes / (2 * QCOLL_IPC_P2P_LANES);
-  return reinterpret_cast<uint4 *>(inbox +
-                                   ((size_t)lane * 2 + (seq & 1u)) * slot_bytes);
+  return reinterpret_cast<uint4 *>(inbox + ((size_t)lane * 2 + (seq & 1u)) *
+                                               slot_bytes);
 }
 
 template <typename W>
-QCOLL_KERNEL send_kernel(qcoll__ipc_view_t v, qcoll__ipc_p2p_t c,
-                         const W *src, size_t n, int peer) {
+QCOLL_KERNEL send_kernel(qcoll__ipc_view_t v, qcoll__ipc_p2p_t c, const W *src,
+                         size_t n, int peer) {
   constexpr int E = kPack / sizeof(W);
   __shared__ BlockState s;
   __shared__ uint32_t start_seq;
@@ -589,7 +602,8 @@ QCOLL_KERNEL send_kernel(qcoll__ipc_view_t v, qcoll__ipc_p2p_t c,
   for (int lane = blockIdx.x; lane < QCOLL_IPC_P2P_LANES; lane += gridDim.x) {
     size_t lane_first = (size_t)lane * l.slot_elems;
     if (lane_first >= n) break;
-    uint32_t *seq_word = p2p_word(&s, v.rank, QCOLL_IPC_P2P_SEND_SEQ, peer, lane);
+    uint32_t *seq_word =
+        p2p_word(&s, v.rank, QCOLL_IPC_P2P_SEND_SEQ, peer, lane);
     const uint32_t *consumed =
         p2p_word(&s, v.rank, QCOLL_IPC_P2P_CONSUMED, peer, lane);
     uint32_t *ready = p2p_word(&s, peer, QCOLL_IPC_P2P_READY, v.rank, lane);
@@ -630,8 +644,10 @@ QCOLL_KERNEL recv_kernel(qcoll__ipc_view_t v, qcoll__ipc_p2p_t c, W *dst,
   for (int lane = blockIdx.x; lane < QCOLL_IPC_P2P_LANES; lane += gridDim.x) {
     size_t lane_first = (size_t)lane * l.slot_elems;
     if (lane_first >= n) break;
-    uint32_t *seq_word = p2p_word(&s, v.rank, QCOLL_IPC_P2P_RECV_SEQ, peer, lane);
-    const uint32_t *ready = p2p_word(&s, v.rank, QCOLL_IPC_P2P_READY, peer, lane);
+    uint32_t *seq_word =
+        p2p_word(&s, v.rank, QCOLL_IPC_P2P_RECV_SEQ, peer, lane);
+    const uint32_t *ready =
+        p2p_word(&s, v.rank, QCOLL_IPC_P2P_READY, peer, lane);
     uint32_t *consumed =
         p2p_word(&s, peer, QCOLL_IPC_P2P_CONSUMED, v.rank, lane);
     if (threadIdx.x == 0) start_seq = *seq_word;
@@ -658,14 +674,15 @@ QCOLL_KERNEL recv_kernel(qcoll__ipc_view_t v, qcoll__ipc_p2p_t c, W *dst,
   }
 }
 
-/* ---- dispatch ------------------------------------------------------------- */
+/* ---- dispatch -------------------------------------------------------------
+ */
 
 typedef void (*coll_fn)(qcoll__ipc_view_t, qcoll__ipc_coll_args_t);
 
 template <typename D>
 coll_fn pick_reduction(qcoll__ipc_coll_t kind, qcoll_op_t op) {
   const bool scatter = kind == QCOLL_IPC_COLL_REDUCE_SCATTER;
-#define QCOLL_PICK(OP)                                                 \
+#define QCOLL_PICK(OP)                                                     \
   return scatter ? reinterpret_cast<coll_fn>(reduce_scatter_kernel<D, OP>) \
                  : reinterpret_cast<coll_fn>(reduce_kernel<D, OP>)
   switch (op) {
@@ -757,8 +774,8 @@ typedef void (*p2p_fn)(qcoll__ipc_view_t, qcoll__ipc_p2p_t, void *, size_t,
                        int);
 
 p2p_fn pick_p2p(bool send, size_t es) {
-#define QCOLL_PICK(W)                                                  \
-  return send ? reinterpret_cast<p2p_fn>(send_kernel<W>)              \
+#define QCOLL_PICK(W)                                    \
+  return send ? reinterpret_cast<p2p_fn>(send_kernel<W>) \
               : reinterpret_cast<p2p_fn>(recv_kernel<W>)
   switch (es) {
     case 1: QCOLL_PICK(uint8_t);
@@ -785,7 +802,7 @@ bool view_ok(const qcoll__ipc_view_t *view) {
  * its own: the channel's layout is in bytes (slots are multiples of 256
  * bytes), so sender and receiver agree whatever words they use. */
 size_t p2p_word_size(const void *buf, size_t bytes) {
-  size_t both = bytes | (size_t)reinterpret_cast<uintptr_t>(buf);
+  size_t both = bytes | (size_t) reinterpret_cast<uintptr_t>(buf);
   if (both % 8 == 0) return 8;
   if (both % 4 == 0) return 4;
   if (both % 2 == 0) return 2;
@@ -806,8 +823,7 @@ cudaError_t p2p_launch(bool send, const qcoll__ipc_view_t *view,
                        const qcoll__ipc_p2p_t *p2p, void *buf, size_t bytes,
                        int peer, cudaStream_t stream) {
   if (!view_ok(view) || peer < 0 || peer >= view->nranks ||
-      peer == view->rank || !p2p ||
-      p2p->pair_bytes < QCOLL_IPC_P2P_ALIGN ||
+      peer == view->rank || !p2p || p2p->pair_bytes < QCOLL_IPC_P2P_ALIGN ||
       p2p->pair_bytes % QCOLL_IPC_P2P_ALIGN != 0)
     return cudaErrorInvalidValue;
   if (bytes == 0) return cudaSuccess;

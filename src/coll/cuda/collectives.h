@@ -183,8 +183,8 @@ typedef struct qcoll__ipc_p2p {
  * `peer` into recvbuf) on stream.  bytes 0 enqueues nothing. */
 cudaError_t qcoll__cuda_send_launch(const qcoll__ipc_view_t *view,
                                     const qcoll__ipc_p2p_t *p2p,
-                                    const void *sendbuf, size_t bytes,
-                                    int peer, cudaStream_t stream);
+                                    const void *sendbuf, size_t bytes, int peer,
+                                    cudaStream_t stream);
 cudaError_t qcoll__cuda_recv_launch(const qcoll__ipc_view_t *view,
                                     const qcoll__ipc_p2p_t *p2p, void *recvbuf,
                                     size_t bytes, int peer,

@@ -1,0 +1,83 @@
+/*
+ * Included before every emulated kernel file (tests/gpu/emu): the CUDA
+ * keywords and intrinsics the IPC kernels use, for a CPU where a block is
+ * an OS thread and a CUDA thread a coroutine of it (coll_emu.cpp).
+ *  - __shared__ variables are per OS thread, so per block;
+ *  - __syncthreads() switches coroutines until every thread of the block
+ *    has arrived (or returned);
+ *  - arithmetic intrinsics are the IEEE operations they name (the kernel
+ *    files are compiled with -ffp-contract=off).
+ */
+#ifndef QCOLL_EMU_SHIM_H
+#define QCOLL_EMU_SHIM_H
+
+#include <string.h>
+#include <time.h>
+
+#include "cuda_runtime_api.h"
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static thread_local
+
+struct emu_idx {
+  unsigned x, y, z;
+};
+extern thread_local emu_idx threadIdx, blockIdx, blockDim, gridDim;
+
+void emu_syncthreads();
+void emu_yield();
+void emu_spin_hook();
+cudaError_t emu_launch(const void *fn, dim3 grid, void **args, int nargs,
+                       cudaStream_t stream);
+
+#define __syncthreads() emu_syncthreads()
+#define __threadfence_system() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+#define __nanosleep(ns) emu_yield()
+/* The launchers pass an array of argument pointers: its length tells the
+ * kernel's signature. */
+#define cudaLaunchKernel(fn, grid, block, args, smem, stream) \
+  emu_launch((const void *)(fn), grid, args,                  \
+             (int)(sizeof(args) / sizeof(void *)), stream)
+
+static inline float __uint_as_float(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static inline uint32_t __float_as_uint(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+static inline float __fadd_rn(float a, float b) {
+  return a + b;
+}
+static inline float __fsub_rn(float a, float b) {
+  return a - b;
+}
+static inline float __fmul_rn(float a, float b) {
+  return a * b;
+}
+static inline float __fdiv_rn(float a, float b) {
+  return a / b;
+}
+static inline double __dadd_rn(double a, double b) {
+  return a + b;
+}
+static inline double __dmul_rn(double a, double b) {
+  return a * b;
+}
+static inline double __ddiv_rn(double a, double b) {
+  return a / b;
+}
+static inline uint4 __ldcg(const uint4 *p) {
+  uint4 v;
+  memcpy(&v, (const void *)p, sizeof v);
+  return v;
+}
+
+#endif

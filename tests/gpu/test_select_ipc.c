@@ -1,0 +1,115 @@
+/*
+ * The selection table's rows for GPU calls (src/core/select.c), run on the
+ * host: which path each collective, dtype and op gets depending on what
+ * the communicator can do.  No GPU needed: the table is a pure function of
+ * its inputs.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/select.h"
+
+static qcoll__select_in_t gpu_call(qcoll__coll_t coll, qcoll_dtype_t dtype,
+                                   qcoll_op_t op, size_t bytes, bool ipc,
+                                   bool nccl) {
+  qcoll__select_in_t in = {.coll = coll,
+                           .bytes = bytes,
+                           .nranks = 2,
+                           .dtype = dtype,
+                           .op = op,
+                           .quant = QCOLL_QUANT_NONE,
+                           .gpu = true,
+                           .ipc = ipc,
+                           .nccl = nccl};
+  return in;
+}
+
+static qcoll__path_t pick(qcoll__select_in_t in) {
+  int row = -1;
+  qcoll__path_t path = qcoll__select(&in, &row);
+  assert_true(row >= 0);
+  return path;
+}
+
+static const qcoll_dtype_t dtypes[] = {
+    QCOLL_I8,  QCOLL_U8,  QCOLL_I32,  QCOLL_U32, QCOLL_I64,
+    QCOLL_U64, QCOLL_F16, QCOLL_BF16, QCOLL_F32, QCOLL_F64};
+
+static bool fp32_kernel_serves(qcoll_dtype_t d, qcoll_op_t op) {
+  return (d == QCOLL_F16 || d == QCOLL_BF16 || d == QCOLL_F32) &&
+         (op == QCOLL_SUM || op == QCOLL_MIN || op == QCOLL_MAX);
+}
+
+/* Without NCCL, every GPU collective runs on the IPC kernels: the
+ * all-reduce pairs of the fp32 kernels one-shot/two-shot, everything else
+ * "ipc"; never staged. */
+static void without_nccl_every_gpu_call_is_ipc(void **state) {
+  (void)state;
+  for (int c = 0; c < QCOLL__COLL_COUNT; c++)
+    for (size_t di = 0; di < sizeof dtypes / sizeof dtypes[0]; di++)
+      for (int op = 0; op < QCOLL_OP_COUNT; op++)
+        for (size_t bytes = 0; bytes <= ((size_t)1 << 30);
+             bytes = bytes * 64 + 8) {
+          qcoll__path_t p = pick(gpu_call((qcoll__coll_t)c, dtypes[di],
+                                          (qcoll_op_t)op, bytes, true, false));
+          if (c == QCOLL__COLL_ALL_REDUCE && fp32_kernel_serves(dtypes[di], op))
+            assert_true(p == QCOLL__PATH_ONESHOT || p == QCOLL__PATH_TWOSHOT);
+          else
+            assert_int_equal(p, QCOLL__PATH_IPC);
+        }
+}
+
+/* NCCL keeps the collectives it serves; the stream barrier, which it does
+ * not have, stays on the IPC kernels. */
+static void nccl_is_preferred_where_it_serves(void **state) {
+  (void)state;
+  for (int c = 0; c < QCOLL__COLL_COUNT; c++) {
+    qcoll__path_t p = pick(
+        gpu_call((qcoll__coll_t)c, QCOLL_I32, QCOLL_PROD, 4096, true, true));
+    assert_int_equal(
+        p, c == QCOLL__COLL_BARRIER ? QCOLL__PATH_IPC : QCOLL__PATH_NCCL);
+  }
+  /* The fp32 kernels' rows still come first for small all-reduces. */
+  assert_int_equal(pick(gpu_call(QCOLL__COLL_ALL_REDUCE, QCOLL_F32, QCOLL_SUM,
+                                 4096, true, true)),
+                   QCOLL__PATH_ONESHOT);
+}
+
+/* Staged only when IPC cannot serve; host buffers stay on the host. */
+static void staged_only_without_ipc(void **state) {
+  (void)state;
+  for (int c = 0; c < QCOLL__COLL_COUNT; c++) {
+    assert_int_equal(pick(gpu_call((qcoll__coll_t)c, QCOLL_U8, QCOLL_SUM, 100,
+                                   false, false)),
+                     QCOLL__PATH_STAGED);
+    qcoll__select_in_t host =
+        gpu_call((qcoll__coll_t)c, QCOLL_U8, QCOLL_SUM, 100, true, true);
+    host.gpu = false;
+    assert_int_equal(pick(host), QCOLL__PATH_HOST);
+  }
+}
+
+static void ipc_path_has_a_name(void **state) {
+  (void)state;
+  assert_string_equal(qcoll__path_name(QCOLL__PATH_IPC), "ipc");
+  assert_string_equal(qcoll__path_name(QCOLL__PATH_STAGED), "staged");
+  char buf[4096];
+  assert_int_equal(qcoll_selection_table_format(buf, sizeof buf, NULL),
+                   QCOLL_OK);
+  assert_non_null(strstr(buf, "ipc "));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(without_nccl_every_gpu_call_is_ipc),
+      cmocka_unit_test(nccl_is_preferred_where_it_serves),
+      cmocka_unit_test(staged_only_without_ipc),
+      cmocka_unit_test(ipc_path_has_a_name),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
