@@ -46,8 +46,9 @@ extern "C" {
 #define QCOLL_VERSION_MINOR 1
 #define QCOLL_VERSION_PATCH 0
 /** Single integer version: major*10000 + minor*100 + patch. */
-#define QCOLL_VERSION_CODE \
-  (QCOLL_VERSION_MAJOR * 10000 + QCOLL_VERSION_MINOR * 100 + QCOLL_VERSION_PATCH)
+#define QCOLL_VERSION_CODE                                   \
+  (QCOLL_VERSION_MAJOR * 10000 + QCOLL_VERSION_MINOR * 100 + \
+   QCOLL_VERSION_PATCH)
 
 /* ------------------------------------------------------------------ */
 /* Status                                                              */
@@ -164,11 +165,11 @@ const char *qcoll_op_name(qcoll_op_t op);
 /** Per-communicator settings.  Always initialise with qcoll_config_init()
  *  first: it sets `size` so the struct can grow in later versions. */
 typedef struct qcoll_config {
-  size_t size;       /**< sizeof(qcoll_config_t), set by qcoll_config_init */
-  int device;        /**< CUDA device, QCOLL_DEVICE_CURRENT (default) or
-                          QCOLL_DEVICE_NONE */
-  double timeout_s;  /**< deadline of every wait in seconds; 0 = the
-                          QCOLL_TIMEOUT environment variable (default 300) */
+  size_t size;         /**< sizeof(qcoll_config_t), set by qcoll_config_init */
+  int device;          /**< CUDA device, QCOLL_DEVICE_CURRENT (default) or
+                            QCOLL_DEVICE_NONE */
+  double timeout_s;    /**< deadline of every wait in seconds; 0 = the
+                            QCOLL_TIMEOUT environment variable (default 300) */
   const char *host_id; /**< identity of this host; NULL = QCOLL_HOST_ID or
                             the hostname.  Ranks with equal ids share memory */
 } qcoll_config_t;
@@ -254,8 +255,7 @@ qcoll_status_t qcoll_comm_get_async_error(qcoll_comm_t comm,
 /** recvbuf[i] = op over ranks of sendbuf[i], on every rank. */
 qcoll_status_t qcoll_all_reduce(const void *sendbuf, void *recvbuf,
                                 size_t count, qcoll_dtype_t dtype,
-                                qcoll_op_t op, qcoll_comm_t comm,
-                                void *stream);
+                                qcoll_op_t op, qcoll_comm_t comm, void *stream);
 
 /** Like qcoll_all_reduce, but only root's recvbuf receives the result
  *  (recvbuf may be NULL on the other ranks). */
@@ -265,9 +265,9 @@ qcoll_status_t qcoll_reduce(const void *sendbuf, void *recvbuf, size_t count,
 
 /** Copy root's sendbuf into every rank's recvbuf (sendbuf is read on root
  *  only and may be NULL elsewhere). */
-qcoll_status_t qcoll_broadcast(const void *sendbuf, void *recvbuf,
-                               size_t count, qcoll_dtype_t dtype, int root,
-                               qcoll_comm_t comm, void *stream);
+qcoll_status_t qcoll_broadcast(const void *sendbuf, void *recvbuf, size_t count,
+                               qcoll_dtype_t dtype, int root, qcoll_comm_t comm,
+                               void *stream);
 
 /** recvbuf[r*sendcount + i] = sendbuf of rank r [i]; recvbuf holds
  *  size*sendcount elements.  In place when
@@ -343,9 +343,9 @@ const char *qcoll_quant_name(qcoll_quant_t quant);
 
 /** Per-call options of qcoll_all_reduce_ex(). */
 typedef struct qcoll_all_reduce_options {
-  size_t size;        /**< sizeof(qcoll_all_reduce_options_t) */
-  qcoll_algo_t algo;  /**< QCOLL_ALGO_AUTO by default */
-  qcoll_quant_t quant;/**< QCOLL_QUANT_DEFAULT by default */
+  size_t size;         /**< sizeof(qcoll_all_reduce_options_t) */
+  qcoll_algo_t algo;   /**< QCOLL_ALGO_AUTO by default */
+  qcoll_quant_t quant; /**< QCOLL_QUANT_DEFAULT by default */
 } qcoll_all_reduce_options_t;
 
 /** Fill options with defaults. */
@@ -368,8 +368,7 @@ qcoll_status_t qcoll_all_reduce_ex(const void *sendbuf, void *recvbuf,
  *  one-line description.  Returns QCOLL_ERR_INVALID_ARGUMENT once i is past
  *  the end.  Used by qcoll-info. */
 qcoll_status_t qcoll_env_describe(int i, const char **name,
-                                  const char **default_value,
-                                  const char **doc);
+                                  const char **default_value, const char **doc);
 
 /** Write the selection table (which path serves which call, first match
  *  wins, with the thresholds in force) as text into buf.  *needed (if not

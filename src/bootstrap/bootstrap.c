@@ -571,10 +571,10 @@ static void ring_report_and_shut(qcoll__bootstrap_t *bs, double wait_s) {
         bs->report_reporter, bs->report_text, frame, sizeof frame);
     /* Forwards only at a frame boundary: after a data frame cut short,
      * rank+1 would read the report as payload. */
-    int fds[2] = {
-        bs->next_mid_frame || bs->report_from == next_rank(bs) ? -1
-                                                               : bs->next_fd,
-        bs->report_from == prev_rank(bs) ? -1 : bs->prev_fd};
+    int fds[2] = {bs->next_mid_frame || bs->report_from == next_rank(bs)
+                      ? -1
+                      : bs->next_fd,
+                  bs->report_from == prev_rank(bs) ? -1 : bs->prev_fd};
     if (len) send_report(fds, frame, len, wait_s);
   }
   if (bs->next_fd >= 0) shutdown(bs->next_fd, SHUT_RDWR);
@@ -604,8 +604,7 @@ static qcoll_status_t ring_failed(qcoll__bootstrap_t *bs, qcoll_status_t st) {
  * are in buf (room for the largest report).  Reads the rest within
  * RING_REPORT_READ_S and fails with its text; or says why it could not. */
 static qcoll_status_t take_report(qcoll__bootstrap_t *bs, int fd, int peer,
-                                  uint8_t *buf, size_t have,
-                                  const char *what) {
+                                  uint8_t *buf, size_t have, const char *what) {
   qcoll_comm_t comm = bs->comm;
   qcoll__io_t io = bs_io(bs);
   qcoll__deadline_t deadline = qcoll__deadline_in(RING_REPORT_READ_S);
@@ -626,8 +625,7 @@ static qcoll_status_t take_report(qcoll__bootstrap_t *bs, int fd, int peer,
   }
   if (r == QCOLL__IO_ABORTED) {
     note_failure(bs, "rank %d aborted", bs->rank);
-    return qcoll__error(comm, QCOLL_ERR_ABORTED, "bootstrap %s: aborted",
-                        what);
+    return qcoll__error(comm, QCOLL_ERR_ABORTED, "bootstrap %s: aborted", what);
   }
   if (r != QCOLL__IO_OK)
     return qcoll__error(comm, QCOLL_ERR_PEER_FAILURE,
@@ -821,8 +819,8 @@ static qcoll_status_t check_header(qcoll__bootstrap_t *bs, const uint8_t *hdr,
 /* Nothing arrived in time.  Name the rank whose contribution is missing,
  * not merely rank-1, which only relays it: having heard from rank-1 in the
  * earlier steps proves that the relays between entered the collective. */
-static qcoll_status_t recv_timeout(qcoll__bootstrap_t *bs,
-                                   const ring_step_t *s, const char *what) {
+static qcoll_status_t recv_timeout(qcoll__bootstrap_t *bs, const ring_step_t *s,
+                                   const char *what) {
   qcoll_comm_t comm = bs->comm;
   int prev = prev_rank(bs), origin = s->origin;
   char relay[96] = "";
@@ -831,12 +829,10 @@ static qcoll_status_t recv_timeout(qcoll__bootstrap_t *bs,
   else if (s->kind == QCOLL__BOOT_DATA_BROADCAST)
     /* Any rank from the root to rank-1 may be the one missing. */
     snprintf(relay, sizeof relay,
-             " (the root, whose data reaches this rank through rank %d)",
-             prev);
+             " (the root, whose data reaches this rank through rank %d)", prev);
   else if (origin != prev)
     snprintf(relay, sizeof relay, " (its %s is relayed by rank %d)",
-             s->kind == QCOLL__BOOT_DATA_ALLGATHER ? "block" : "arrival",
-             prev);
+             s->kind == QCOLL__BOOT_DATA_ALLGATHER ? "block" : "arrival", prev);
   note_failure(bs,
                "rank %d timed out after %.1f s waiting for rank %d in the "
                "bootstrap %s",
@@ -869,8 +865,7 @@ static qcoll_status_t step_error(qcoll__bootstrap_t *bs, const ring_step_t *s,
                           what, peer, comm->timeout_s);
     case QCOLL__IO_CLOSED:
       /* rank+1 may have said why before it closed. */
-      if (sending && back_report_waiting(bs))
-        return take_back_report(bs, what);
+      if (sending && back_report_waiting(bs)) return take_back_report(bs, what);
       note_failure(bs,
                    "rank %d: rank %d closed its connection during the "
                    "bootstrap %s (it died, exited or failed)",
@@ -880,7 +875,8 @@ static qcoll_status_t step_error(qcoll__bootstrap_t *bs, const ring_step_t *s,
                           "failed, aborted or exited)",
                           what, peer);
     default:
-      note_failure(bs, "rank %d lost its connection %s rank %d in the "
+      note_failure(bs,
+                   "rank %d lost its connection %s rank %d in the "
                    "bootstrap %s: %s",
                    bs->rank, sending ? "to" : "from", peer, what,
                    io_reason(r, err));
@@ -984,9 +980,9 @@ static qcoll_status_t broadcast_steps(qcoll__bootstrap_t *bs, void *data,
                                       const char *what) {
   int n = bs->nranks;
   qcoll__deadline_t deadline = qcoll__comm_deadline(bs->comm);
-  ring_step_t s = {false, false, QCOLL__BOOT_DATA_BROADCAST,
+  ring_step_t s = {false,          false,          QCOLL__BOOT_DATA_BROADCAST,
                    (uint32_t)root, (uint32_t)root, data,
-                   data, bytes, root};
+                   data,           bytes,          root};
   /* Down the ring from root; the rank before root does not pass it on. */
   if (bs->rank != root) {
     s.do_recv = true;

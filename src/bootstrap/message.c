@@ -432,15 +432,15 @@ qcoll__msg_result_t qcoll__msg_peek_ring_error(const uint8_t *buf, size_t len,
                   reporter);
   uint64_t n = get_u64(buf + 16);
   if (n > QCOLL__BOOT_RING_ERRTEXT_MAX)
-    return refuse(why, "failure report announces %llu bytes of text, at most "
+    return refuse(why,
+                  "failure report announces %llu bytes of text, at most "
                   "%d allowed",
                   (unsigned long long)n, QCOLL__BOOT_RING_ERRTEXT_MAX);
   *frame_bytes = QCOLL__BOOT_RING_ERROR_MIN_BYTES + (size_t)n;
   return QCOLL__MSG_OK;
 }
 
-qcoll__msg_result_t qcoll__msg_decode_ring_error(const uint8_t *buf,
-                                                 size_t len,
+qcoll__msg_result_t qcoll__msg_decode_ring_error(const uint8_t *buf, size_t len,
                                                  qcoll__boot_ring_error_t *out,
                                                  char *why) {
   if (len < QCOLL__BOOT_RING_ERROR_MIN_BYTES)
@@ -450,8 +450,7 @@ qcoll__msg_result_t qcoll__msg_decode_ring_error(const uint8_t *buf,
   qcoll__msg_result_t r = qcoll__msg_peek_ring_error(buf, len, &frame, why);
   if (r != QCOLL__MSG_OK) return r;
   if (len != frame)
-    return refuse(why, "failure report of %zu bytes announces %zu", len,
-                  frame);
+    return refuse(why, "failure report of %zu bytes announces %zu", len, frame);
   size_t n = frame - QCOLL__BOOT_RING_ERROR_MIN_BYTES;
   out->reporter = (int32_t)get_u32(buf + 8);
   for (size_t i = 0; i < n; i++)

@@ -225,8 +225,7 @@ qcoll__msg_result_t qcoll__msg_peek_ring_error(const uint8_t *buf, size_t len,
                                                size_t *frame_bytes, char *why);
 /* Decode exactly one whole report; unprintable text bytes become '?'.
  * Whether the reporter is in the world is the caller's check. */
-qcoll__msg_result_t qcoll__msg_decode_ring_error(const uint8_t *buf,
-                                                 size_t len,
+qcoll__msg_result_t qcoll__msg_decode_ring_error(const uint8_t *buf, size_t len,
                                                  qcoll__boot_ring_error_t *out,
                                                  char *why);
 

@@ -156,7 +156,8 @@
 #include "qcoll.h"
 
 #if !defined(__CUDA_ARCH__) && defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD != 0
-#error "codec.h needs float arithmetic evaluated in binary32 (FLT_EVAL_METHOD == 0)"
+#error \
+    "codec.h needs float arithmetic evaluated in binary32 (FLT_EVAL_METHOD == 0)"
 #endif
 
 #if defined(__clang__) && !defined(__CUDACC__)
@@ -241,30 +242,30 @@ QCOLL_HD int32_t qcoll__codec_rint(float t) {
 
 /* Whether fmt is one of the four quantised formats. */
 QCOLL_HD int qcoll__codec_valid(qcoll_quant_t fmt) {
-  return fmt == QCOLL_QUANT_FP8 || fmt == QCOLL_QUANT_INT8 || fmt == QCOLL_QUANT_INT6 ||
-         fmt == QCOLL_QUANT_INT4;
+  return fmt == QCOLL_QUANT_FP8 || fmt == QCOLL_QUANT_INT8 ||
+         fmt == QCOLL_QUANT_INT6 || fmt == QCOLL_QUANT_INT4;
 }
 
 /* R: the end of the signed range the group's amax maps onto; 0 for formats
  * that are not quantised. */
 QCOLL_HD uint32_t qcoll__codec_range(qcoll_quant_t fmt) {
   switch (fmt) {
-  case QCOLL_QUANT_FP8: return 448;
-  case QCOLL_QUANT_INT8: return 127;
-  case QCOLL_QUANT_INT6: return 31;
-  case QCOLL_QUANT_INT4: return 7;
-  default: return 0;
+    case QCOLL_QUANT_FP8: return 448;
+    case QCOLL_QUANT_INT8: return 127;
+    case QCOLL_QUANT_INT6: return 31;
+    case QCOLL_QUANT_INT4: return 7;
+    default: return 0;
   }
 }
 
 /* Bits per code. */
 QCOLL_HD uint32_t qcoll__codec_code_bits(qcoll_quant_t fmt) {
   switch (fmt) {
-  case QCOLL_QUANT_FP8:
-  case QCOLL_QUANT_INT8: return 8;
-  case QCOLL_QUANT_INT6: return 6;
-  case QCOLL_QUANT_INT4: return 4;
-  default: return 0;
+    case QCOLL_QUANT_FP8:
+    case QCOLL_QUANT_INT8: return 8;
+    case QCOLL_QUANT_INT6: return 6;
+    case QCOLL_QUANT_INT4: return 4;
+    default: return 0;
   }
 }
 
@@ -304,7 +305,8 @@ QCOLL_HD uint32_t qcoll__codec_e4m3_from_f32(float t) {
   } else if (a < 0x3c800000u) { /* < 2^-6: subnormal, steps of 2^-9 */
     /* |t| * 2^9 is exact and < 8; rounding it gives the mantissa, and 8
      * carries into the smallest normal (0x08) by itself. */
-    mag = (uint32_t)qcoll__codec_rint(qcoll__codec_mul(qcoll__codec_bits_to_f32(a), 512.0f));
+    mag = (uint32_t)qcoll__codec_rint(
+        qcoll__codec_mul(qcoll__codec_bits_to_f32(a), 512.0f));
   } else {
     /* Rebias the exponent (127 -> 7) and round the 23-bit mantissa to 3
      * bits, half to even; a mantissa carry bumps the exponent, and < 448
@@ -320,7 +322,8 @@ QCOLL_HD float qcoll__codec_e4m3_to_f32(uint32_t code) {
   uint32_t sign = (code & 0x80u) << 24;
   uint32_t exp = (code >> 3) & 0xfu;
   uint32_t man = code & 0x7u;
-  if ((code & 0x7fu) == 0x7fu) return qcoll__codec_bits_to_f32(QCOLL_CODEC_NAN_BITS);
+  if ((code & 0x7fu) == 0x7fu)
+    return qcoll__codec_bits_to_f32(QCOLL_CODEC_NAN_BITS);
   if (exp == 0) { /* man * 2^-9 */
     float v = qcoll__codec_mul((float)man, 0.001953125f);
     return qcoll__codec_bits_to_f32(qcoll__codec_f32_to_bits(v) | sign);
@@ -343,7 +346,8 @@ typedef struct qcoll__codec_enc {
   int nonfinite;   /* the group held inf or NaN: every code is the zero code */
 } qcoll__codec_enc_t;
 
-QCOLL_HD qcoll__codec_enc_t qcoll__codec_enc_scale(qcoll_quant_t fmt, uint32_t amax_bits) {
+QCOLL_HD qcoll__codec_enc_t qcoll__codec_enc_scale(qcoll_quant_t fmt,
+                                                   uint32_t amax_bits) {
   qcoll__codec_enc_t s;
   float amax = qcoll__codec_bits_to_f32(amax_bits);
   s.nonfinite = amax_bits >= QCOLL_CODEC_INF_BITS;
@@ -351,7 +355,8 @@ QCOLL_HD qcoll__codec_enc_t qcoll__codec_enc_scale(qcoll_quant_t fmt, uint32_t a
   s.pre = amax_bits < QCOLL_CODEC_TINY_BITS ? 18446744073709551616.0f : 1.0f;
   s.inv = (amax_bits == 0 || s.nonfinite)
               ? 0.0f
-              : qcoll__codec_div((float)qcoll__codec_range(fmt), qcoll__codec_mul(amax, s.pre));
+              : qcoll__codec_div((float)qcoll__codec_range(fmt),
+                                 qcoll__codec_mul(amax, s.pre));
   return s;
 }
 
@@ -363,17 +368,20 @@ typedef struct qcoll__codec_dec {
   int nonfinite;
 } qcoll__codec_dec_t;
 
-QCOLL_HD qcoll__codec_dec_t qcoll__codec_dec_scale(qcoll_quant_t fmt, uint32_t stored) {
+QCOLL_HD qcoll__codec_dec_t qcoll__codec_dec_scale(qcoll_quant_t fmt,
+                                                   uint32_t stored) {
   qcoll__codec_dec_t s;
   uint32_t bits = stored & 0x7fffffffu;
   int tiny = bits < QCOLL_CODEC_TINY_BITS;
   s.nonfinite = bits >= QCOLL_CODEC_INF_BITS;
   s.amax = qcoll__codec_bits_to_f32(bits);
   s.post = tiny ? 5.42101086242752217e-20f /* 2^-64 */ : 1.0f;
-  s.step = s.nonfinite
-               ? 0.0f
-               : qcoll__codec_div(qcoll__codec_mul(s.amax, tiny ? 18446744073709551616.0f : 1.0f),
-                                  (float)qcoll__codec_range(fmt));
+  s.step =
+      s.nonfinite
+          ? 0.0f
+          : qcoll__codec_div(
+                qcoll__codec_mul(s.amax, tiny ? 18446744073709551616.0f : 1.0f),
+                (float)qcoll__codec_range(fmt));
   return s;
 }
 
@@ -381,7 +389,8 @@ QCOLL_HD qcoll__codec_dec_t qcoll__codec_dec_scale(qcoll_quant_t fmt, uint32_t s
 
 /* Code of x (|x| <= the amax the scale was made from).  INT: 0..2R; FP8:
  * the e4m3 byte. */
-QCOLL_HD uint32_t qcoll__codec_encode_lane(qcoll_quant_t fmt, float x, qcoll__codec_enc_t s) {
+QCOLL_HD uint32_t qcoll__codec_encode_lane(qcoll_quant_t fmt, float x,
+                                           qcoll__codec_enc_t s) {
   if (s.nonfinite) return qcoll__codec_zero_code(fmt);
   float t = qcoll__codec_mul(qcoll__codec_mul(x, s.pre), s.inv);
   if (fmt == QCOLL_QUANT_FP8) return qcoll__codec_e4m3_from_f32(t);
@@ -392,13 +401,15 @@ QCOLL_HD uint32_t qcoll__codec_encode_lane(qcoll_quant_t fmt, float x, qcoll__co
 }
 
 /* Value of a code. */
-QCOLL_HD float qcoll__codec_decode_lane(qcoll_quant_t fmt, uint32_t code, qcoll__codec_dec_t s) {
+QCOLL_HD float qcoll__codec_decode_lane(qcoll_quant_t fmt, uint32_t code,
+                                        qcoll__codec_dec_t s) {
   float v;
   if (s.nonfinite) return qcoll__codec_bits_to_f32(QCOLL_CODEC_NAN_BITS);
   if (fmt == QCOLL_QUANT_FP8) {
     /* Never produced by the encoder; canonical NaN, not whatever payload
      * host or device arithmetic would pass on. */
-    if ((code & 0x7fu) == 0x7fu) return qcoll__codec_bits_to_f32(QCOLL_CODEC_NAN_BITS);
+    if ((code & 0x7fu) == 0x7fu)
+      return qcoll__codec_bits_to_f32(QCOLL_CODEC_NAN_BITS);
     v = qcoll__codec_e4m3_to_f32(code);
   } else {
     v = (float)((int32_t)code - (int32_t)qcoll__codec_range(fmt));
@@ -417,55 +428,58 @@ QCOLL_HD void qcoll__codec_store_scale(uint8_t *group, uint32_t bits) {
 }
 
 QCOLL_HD uint32_t qcoll__codec_load_scale(const uint8_t *group) {
-  return (uint32_t)group[0] | (uint32_t)group[1] << 8 | (uint32_t)group[2] << 16 |
-         (uint32_t)group[3] << 24;
+  return (uint32_t)group[0] | (uint32_t)group[1] << 8 |
+         (uint32_t)group[2] << 16 | (uint32_t)group[3] << 24;
 }
 
 /* Pack 32 codes at dst (group + 4). */
-QCOLL_HD void qcoll__codec_pack(qcoll_quant_t fmt, const uint32_t codes[QCOLL_CODEC_GROUP],
+QCOLL_HD void qcoll__codec_pack(qcoll_quant_t fmt,
+                                const uint32_t codes[QCOLL_CODEC_GROUP],
                                 uint8_t *dst) {
   int i;
   switch (fmt) {
-  case QCOLL_QUANT_FP8:
-  case QCOLL_QUANT_INT8:
-    for (i = 0; i < QCOLL_CODEC_GROUP; i++) dst[i] = (uint8_t)codes[i];
-    break;
-  case QCOLL_QUANT_INT6:
-    for (i = 0; i < QCOLL_CODEC_GROUP / 4; i++) {
-      uint32_t w =
-          codes[4 * i] | codes[4 * i + 1] << 6 | codes[4 * i + 2] << 12 | codes[4 * i + 3] << 18;
-      dst[3 * i] = (uint8_t)w;
-      dst[3 * i + 1] = (uint8_t)(w >> 8);
-      dst[3 * i + 2] = (uint8_t)(w >> 16);
-    }
-    break;
-  case QCOLL_QUANT_INT4:
-    for (i = 0; i < QCOLL_CODEC_GROUP / 2; i++)
-      dst[i] = (uint8_t)(codes[2 * i] | codes[2 * i + 1] << 4);
-    break;
-  default: break;
+    case QCOLL_QUANT_FP8:
+    case QCOLL_QUANT_INT8:
+      for (i = 0; i < QCOLL_CODEC_GROUP; i++) dst[i] = (uint8_t)codes[i];
+      break;
+    case QCOLL_QUANT_INT6:
+      for (i = 0; i < QCOLL_CODEC_GROUP / 4; i++) {
+        uint32_t w = codes[4 * i] | codes[4 * i + 1] << 6 |
+                     codes[4 * i + 2] << 12 | codes[4 * i + 3] << 18;
+        dst[3 * i] = (uint8_t)w;
+        dst[3 * i + 1] = (uint8_t)(w >> 8);
+        dst[3 * i + 2] = (uint8_t)(w >> 16);
+      }
+      break;
+    case QCOLL_QUANT_INT4:
+      for (i = 0; i < QCOLL_CODEC_GROUP / 2; i++)
+        dst[i] = (uint8_t)(codes[2 * i] | codes[2 * i + 1] << 4);
+      break;
+    default: break;
   }
 }
 
 /* Code of element i (0..31) of the codes at src (group + 4). */
-QCOLL_HD uint32_t qcoll__codec_unpack_one(qcoll_quant_t fmt, const uint8_t *src, int i) {
+QCOLL_HD uint32_t qcoll__codec_unpack_one(qcoll_quant_t fmt, const uint8_t *src,
+                                          int i) {
   switch (fmt) {
-  case QCOLL_QUANT_FP8:
-  case QCOLL_QUANT_INT8: return src[i];
-  case QCOLL_QUANT_INT6: {
-    const uint8_t *b = src + 3 * (i >> 2);
-    uint32_t w = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16;
-    return (w >> (6 * (i & 3))) & 0x3fu;
-  }
-  case QCOLL_QUANT_INT4: return (src[i >> 1] >> (4 * (i & 1))) & 0xfu;
-  default: return 0;
+    case QCOLL_QUANT_FP8:
+    case QCOLL_QUANT_INT8: return src[i];
+    case QCOLL_QUANT_INT6: {
+      const uint8_t *b = src + 3 * (i >> 2);
+      uint32_t w = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16;
+      return (w >> (6 * (i & 3))) & 0x3fu;
+    }
+    case QCOLL_QUANT_INT4: return (src[i >> 1] >> (4 * (i & 1))) & 0xfu;
+    default: return 0;
   }
 }
 
 /* ---- whole groups and buffers ----------------------------------------- */
 
 /* Encode 32 values into one group of qcoll__codec_group_bytes(fmt) bytes. */
-QCOLL_HD void qcoll__codec_encode_group(qcoll_quant_t fmt, const float in[QCOLL_CODEC_GROUP],
+QCOLL_HD void qcoll__codec_encode_group(qcoll_quant_t fmt,
+                                        const float in[QCOLL_CODEC_GROUP],
                                         uint8_t *out) {
   uint32_t amax_bits = 0, codes[QCOLL_CODEC_GROUP];
   int i;
@@ -475,16 +489,19 @@ QCOLL_HD void qcoll__codec_encode_group(qcoll_quant_t fmt, const float in[QCOLL_
     amax_bits = b > amax_bits ? b : amax_bits;
   }
   qcoll__codec_enc_t s = qcoll__codec_enc_scale(fmt, amax_bits);
-  for (i = 0; i < QCOLL_CODEC_GROUP; i++) codes[i] = qcoll__codec_encode_lane(fmt, in[i], s);
+  for (i = 0; i < QCOLL_CODEC_GROUP; i++)
+    codes[i] = qcoll__codec_encode_lane(fmt, in[i], s);
   qcoll__codec_store_scale(out, s.stored);
   qcoll__codec_pack(fmt, codes, out + QCOLL_CODEC_SCALE_BYTES);
 }
 
 /* Decode the first n (<= 32) values of one group. */
-QCOLL_HD void qcoll__codec_decode_group_n(qcoll_quant_t fmt, const uint8_t *in, float *out, int n) {
+QCOLL_HD void qcoll__codec_decode_group_n(qcoll_quant_t fmt, const uint8_t *in,
+                                          float *out, int n) {
   int i;
   if (!qcoll__codec_valid(fmt)) return;
-  qcoll__codec_dec_t s = qcoll__codec_dec_scale(fmt, qcoll__codec_load_scale(in));
+  qcoll__codec_dec_t s =
+      qcoll__codec_dec_scale(fmt, qcoll__codec_load_scale(in));
   for (i = 0; i < n; i++)
     out[i] = qcoll__codec_decode_lane(
         fmt, qcoll__codec_unpack_one(fmt, in + QCOLL_CODEC_SCALE_BYTES, i), s);
@@ -497,7 +514,8 @@ QCOLL_HD void qcoll__codec_decode_group(qcoll_quant_t fmt, const uint8_t *in,
 }
 
 /* Encode n values into qcoll__codec_encoded_bytes(fmt, n) bytes. */
-QCOLL_HD void qcoll__codec_encode(qcoll_quant_t fmt, const float *in, size_t n, uint8_t *out) {
+QCOLL_HD void qcoll__codec_encode(qcoll_quant_t fmt, const float *in, size_t n,
+                                  uint8_t *out) {
   size_t g, full = n / QCOLL_CODEC_GROUP, rest = n % QCOLL_CODEC_GROUP;
   uint32_t gb = qcoll__codec_group_bytes(fmt);
   if (!gb) return;
@@ -513,14 +531,16 @@ QCOLL_HD void qcoll__codec_encode(qcoll_quant_t fmt, const float *in, size_t n, 
 }
 
 /* Decode n values from qcoll__codec_encoded_bytes(fmt, n) bytes. */
-QCOLL_HD void qcoll__codec_decode(qcoll_quant_t fmt, const uint8_t *in, size_t n, float *out) {
+QCOLL_HD void qcoll__codec_decode(qcoll_quant_t fmt, const uint8_t *in,
+                                  size_t n, float *out) {
   size_t g, groups = qcoll__codec_groups(n);
   uint32_t gb = qcoll__codec_group_bytes(fmt);
   if (!gb) return;
   for (g = 0; g < groups; g++) {
     size_t left = n - g * QCOLL_CODEC_GROUP;
-    qcoll__codec_decode_group_n(fmt, in + g * gb, out + g * QCOLL_CODEC_GROUP,
-                                left < QCOLL_CODEC_GROUP ? (int)left : QCOLL_CODEC_GROUP);
+    qcoll__codec_decode_group_n(
+        fmt, in + g * gb, out + g * QCOLL_CODEC_GROUP,
+        left < QCOLL_CODEC_GROUP ? (int)left : QCOLL_CODEC_GROUP);
   }
 }
 
@@ -546,8 +566,8 @@ static __device__ __forceinline__ uint32_t qcoll__codec_warp_max(uint32_t v) {
 #endif
 }
 
-static __device__ __forceinline__ void qcoll__codec_warp_encode(qcoll_quant_t fmt, float x,
-                                                                int lane, uint8_t *group) {
+static __device__ __forceinline__ void qcoll__codec_warp_encode(
+    qcoll_quant_t fmt, float x, int lane, uint8_t *group) {
   uint32_t amax_bits = qcoll__codec_warp_max(qcoll__codec_abs_bits(x));
   qcoll__codec_enc_t s = qcoll__codec_enc_scale(fmt, amax_bits);
   uint32_t c = qcoll__codec_encode_lane(fmt, x, s);
@@ -560,18 +580,21 @@ static __device__ __forceinline__ void qcoll__codec_warp_encode(qcoll_quant_t fm
     uint32_t w = c << (6 * (lane & 3));
     w |= __shfl_xor_sync(0xffffffffu, w, 1);
     w |= __shfl_xor_sync(0xffffffffu, w, 2);
-    if ((lane & 3) != 3) codes[3 * (lane >> 2) + (lane & 3)] = (uint8_t)(w >> (8 * (lane & 3)));
+    if ((lane & 3) != 3)
+      codes[3 * (lane >> 2) + (lane & 3)] = (uint8_t)(w >> (8 * (lane & 3)));
   } else {
     codes[lane] = (uint8_t)c;
   }
 }
 
 /* Lane i gets element i of the group at `group`. */
-static __device__ __forceinline__ float qcoll__codec_warp_decode(qcoll_quant_t fmt,
-                                                                 const uint8_t *group, int lane) {
-  qcoll__codec_dec_t s = qcoll__codec_dec_scale(fmt, qcoll__codec_load_scale(group));
+static __device__ __forceinline__ float qcoll__codec_warp_decode(
+    qcoll_quant_t fmt, const uint8_t *group, int lane) {
+  qcoll__codec_dec_t s =
+      qcoll__codec_dec_scale(fmt, qcoll__codec_load_scale(group));
   return qcoll__codec_decode_lane(
-      fmt, qcoll__codec_unpack_one(fmt, group + QCOLL_CODEC_SCALE_BYTES, lane), s);
+      fmt, qcoll__codec_unpack_one(fmt, group + QCOLL_CODEC_SCALE_BYTES, lane),
+      s);
 }
 #endif /* __CUDACC__ */
 

@@ -20,9 +20,9 @@
 typedef qcoll__coll_t coll_kind_t;
 
 static const char *const coll_fn[] = {
-    "qcoll_all_reduce",     "qcoll_reduce",     "qcoll_broadcast",
-    "qcoll_all_gather",     "qcoll_reduce_scatter", "qcoll_all_to_all",
-    "qcoll_send",           "qcoll_recv",       "qcoll_barrier"};
+    "qcoll_all_reduce", "qcoll_reduce",         "qcoll_broadcast",
+    "qcoll_all_gather", "qcoll_reduce_scatter", "qcoll_all_to_all",
+    "qcoll_send",       "qcoll_recv",           "qcoll_barrier"};
 
 typedef struct call {
   coll_kind_t kind;
@@ -42,12 +42,15 @@ typedef struct call {
 } call_t;
 
 static bool is_reduction(coll_kind_t k) {
-  return k == QCOLL__COLL_ALL_REDUCE || k == QCOLL__COLL_REDUCE || k == QCOLL__COLL_REDUCE_SCATTER;
+  return k == QCOLL__COLL_ALL_REDUCE || k == QCOLL__COLL_REDUCE ||
+         k == QCOLL__COLL_REDUCE_SCATTER;
 }
 static bool has_root(coll_kind_t k) {
   return k == QCOLL__COLL_REDUCE || k == QCOLL__COLL_BROADCAST;
 }
-static bool is_p2p(coll_kind_t k) { return k == QCOLL__COLL_SEND || k == QCOLL__COLL_RECV; }
+static bool is_p2p(coll_kind_t k) {
+  return k == QCOLL__COLL_SEND || k == QCOLL__COLL_RECV;
+}
 
 /* Bytes read from sendbuf and written to recvbuf by this rank. */
 static qcoll_status_t compute_sizes(qcoll_comm_t comm, call_t *c) {
@@ -62,13 +65,34 @@ static qcoll_status_t compute_sizes(qcoll_comm_t comm, call_t *c) {
                         fn, c->count, qcoll_dtype_name(c->dtype), comm->nranks);
   bool root = c->root == comm->rank;
   switch (c->kind) {
-    case QCOLL__COLL_ALL_GATHER: c->send_bytes = bytes; c->recv_bytes = wide; break;
-    case QCOLL__COLL_REDUCE_SCATTER: c->send_bytes = wide; c->recv_bytes = bytes; break;
-    case QCOLL__COLL_ALL_TO_ALL: c->send_bytes = wide; c->recv_bytes = wide; break;
-    case QCOLL__COLL_REDUCE: c->send_bytes = bytes; c->recv_bytes = root ? bytes : 0; break;
-    case QCOLL__COLL_BROADCAST: c->send_bytes = root ? bytes : 0; c->recv_bytes = bytes; break;
-    case QCOLL__COLL_SEND: c->send_bytes = bytes; c->recv_bytes = 0; break;
-    case QCOLL__COLL_RECV: c->send_bytes = 0; c->recv_bytes = bytes; break;
+    case QCOLL__COLL_ALL_GATHER:
+      c->send_bytes = bytes;
+      c->recv_bytes = wide;
+      break;
+    case QCOLL__COLL_REDUCE_SCATTER:
+      c->send_bytes = wide;
+      c->recv_bytes = bytes;
+      break;
+    case QCOLL__COLL_ALL_TO_ALL:
+      c->send_bytes = wide;
+      c->recv_bytes = wide;
+      break;
+    case QCOLL__COLL_REDUCE:
+      c->send_bytes = bytes;
+      c->recv_bytes = root ? bytes : 0;
+      break;
+    case QCOLL__COLL_BROADCAST:
+      c->send_bytes = root ? bytes : 0;
+      c->recv_bytes = bytes;
+      break;
+    case QCOLL__COLL_SEND:
+      c->send_bytes = bytes;
+      c->recv_bytes = 0;
+      break;
+    case QCOLL__COLL_RECV:
+      c->send_bytes = 0;
+      c->recv_bytes = bytes;
+      break;
     case QCOLL__COLL_BARRIER: c->send_bytes = c->recv_bytes = 0; break;
     default: c->send_bytes = c->recv_bytes = bytes; break;
   }
@@ -88,10 +112,9 @@ static qcoll_status_t check_enums(qcoll_comm_t comm, const call_t *c) {
                         QCOLL_OP_COUNT - 1);
   if ((has_root(c->kind) || is_p2p(c->kind)) &&
       (c->root < 0 || c->root >= comm->nranks))
-    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
-                        "%s: %s %d is out of range [0, %d)", fn,
-                        is_p2p(c->kind) ? "peer" : "root", c->root,
-                        comm->nranks);
+    return qcoll__error(
+        comm, QCOLL_ERR_INVALID_ARGUMENT, "%s: %s %d is out of range [0, %d)",
+        fn, is_p2p(c->kind) ? "peer" : "root", c->root, comm->nranks);
   if (is_p2p(c->kind) && c->root == comm->rank)
     return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: peer %d is this rank itself", fn, c->root);
@@ -131,7 +154,8 @@ static qcoll_status_t check_pointers(qcoll_comm_t comm, const call_t *c) {
   /* Partial overlaps other than the documented in-place layouts would
    * read data already overwritten. */
   if (c->kind == QCOLL__COLL_ALL_GATHER && c->sendbuf != c->recvbuf &&
-      (const char *)c->sendbuf != (char *)c->recvbuf + (size_t)comm->rank * block &&
+      (const char *)c->sendbuf !=
+          (char *)c->recvbuf + (size_t)comm->rank * block &&
       ranges_overlap(c->sendbuf, c->send_bytes, c->recvbuf, c->recv_bytes))
     return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: sendbuf overlaps recvbuf but is not the in-place "
@@ -219,13 +243,16 @@ static qcoll_status_t check_signature(qcoll_comm_t comm, const call_t *c) {
   if (!all)
     return qcoll__error(comm, QCOLL_ERR_OUT_OF_MEMORY,
                         "QCOLL_CHECK: cannot allocate %zu signatures", n);
-  signature_t mine = {(int32_t)c->kind, (int32_t)c->dtype,
+  signature_t mine = {(int32_t)c->kind,
+                      (int32_t)c->dtype,
                       is_reduction(c->kind) ? (int32_t)c->op : -1,
-                      has_root(c->kind) ? c->root : -1, c->device < 0 ? 0 : 1,
-                      0, c->count};
+                      has_root(c->kind) ? c->root : -1,
+                      c->device < 0 ? 0 : 1,
+                      0,
+                      c->count};
   all[comm->rank] = mine;
-  qcoll_status_t st = qcoll__bootstrap_allgather(comm->bootstrap, all,
-                                                 sizeof *all);
+  qcoll_status_t st =
+      qcoll__bootstrap_allgather(comm->bootstrap, all, sizeof *all);
   for (size_t r = 0; st == QCOLL_OK && r < n; r++) {
     const signature_t *s = &all[r];
     if (!memcmp(s, &mine, sizeof mine)) continue;
@@ -237,8 +264,7 @@ static qcoll_status_t check_signature(qcoll_comm_t comm, const call_t *c) {
         qcoll_dtype_name((qcoll_dtype_t)mine.dtype),
         mine.op < 0 ? "-" : qcoll_op_name((qcoll_op_t)mine.op), mine.root, r,
         (unsigned)s->kind <= QCOLL__COLL_BARRIER ? coll_fn[s->kind] : "?",
-        (unsigned long long)s->count,
-        qcoll_dtype_name((qcoll_dtype_t)s->dtype),
+        (unsigned long long)s->count, qcoll_dtype_name((qcoll_dtype_t)s->dtype),
         s->op < 0 ? "-" : qcoll_op_name((qcoll_op_t)s->op), s->root);
   }
   free(all);
@@ -249,7 +275,8 @@ static qcoll_status_t run_host(qcoll_comm_t comm, const call_t *c,
                                const void *send, void *recv) {
   switch (c->kind) {
     case QCOLL__COLL_ALL_REDUCE:
-      return qcoll__host_all_reduce(comm, send, recv, c->count, c->dtype, c->op);
+      return qcoll__host_all_reduce(comm, send, recv, c->count, c->dtype,
+                                    c->op);
     case QCOLL__COLL_REDUCE:
       return qcoll__host_reduce(comm, send, recv, c->count, c->dtype, c->op,
                                 c->root);
@@ -290,8 +317,8 @@ static qcoll_status_t run_staged(qcoll_comm_t comm, const call_t *c) {
                         is_reduction(c->kind) ? qcoll_op_name(c->op) : "-");
   bool in_place = c->sendbuf == c->recvbuf;
   void *send = c->send_bytes ? malloc(c->send_bytes) : NULL;
-  void *recv = c->recv_bytes ? (in_place && send ? send : malloc(c->recv_bytes))
-                             : NULL;
+  void *recv =
+      c->recv_bytes ? (in_place && send ? send : malloc(c->recv_bytes)) : NULL;
   if ((c->send_bytes && !send) || (c->recv_bytes && !recv)) {
     st = qcoll__error(comm, QCOLL_ERR_OUT_OF_MEMORY,
                       "%s: cannot allocate %zu bytes of host staging",
@@ -329,8 +356,10 @@ static qcoll_quant_t resolve_quant(qcoll_quant_t q) {
   const char *s = qcoll__env_str("QCOLL_QUANT");
   for (int i = QCOLL_QUANT_NONE; i < QCOLL_QUANT_COUNT; i++)
     if (!strcmp(s, qcoll_quant_name((qcoll_quant_t)i))) return (qcoll_quant_t)i;
-  QLOG_WARN(NULL, COLL, "QCOLL_QUANT=%s is not one of none, fp8, int8, int6, "
-                        "int4: using none", s);
+  QLOG_WARN(NULL, COLL,
+            "QCOLL_QUANT=%s is not one of none, fp8, int8, int6, "
+            "int4: using none",
+            s);
   return QCOLL_QUANT_NONE;
 }
 
@@ -339,8 +368,10 @@ static qcoll_algo_t resolve_algo(qcoll_algo_t a) {
   const char *s = qcoll__env_str("QCOLL_ALGO");
   for (int i = QCOLL_ALGO_AUTO; i < QCOLL_ALGO_COUNT; i++)
     if (!strcmp(s, qcoll_algo_name((qcoll_algo_t)i))) return (qcoll_algo_t)i;
-  QLOG_WARN(NULL, COLL, "QCOLL_ALGO=%s is not one of auto, host, oneshot, "
-                        "twoshot, nccl: using auto", s);
+  QLOG_WARN(NULL, COLL,
+            "QCOLL_ALGO=%s is not one of auto, host, oneshot, "
+            "twoshot, nccl: using auto",
+            s);
   return QCOLL_ALGO_AUTO;
 }
 
@@ -411,7 +442,8 @@ static qcoll__select_in_t selection_input(qcoll_comm_t comm, const call_t *c,
 static qcoll__path_t choose_path(qcoll_comm_t comm, const call_t *c,
                                  bool nccl_ok) {
   /* A forced algorithm names a way to move data; a barrier has none. */
-  qcoll_algo_t forced = c->kind == QCOLL__COLL_BARRIER ? QCOLL_ALGO_AUTO : c->algo;
+  qcoll_algo_t forced =
+      c->kind == QCOLL__COLL_BARRIER ? QCOLL_ALGO_AUTO : c->algo;
   switch (forced) {
     case QCOLL_ALGO_ONESHOT: return QCOLL__PATH_ONESHOT;
     case QCOLL_ALGO_TWOSHOT: return QCOLL__PATH_TWOSHOT;
@@ -438,9 +470,10 @@ static qcoll_status_t run_ipc(qcoll_comm_t comm, const call_t *c,
   else if (!qcoll__ipc_kernel_supports(c->dtype, c->op))
     why = "the IPC kernels serve f16/bf16/f32 with sum/min/max only";
   if (why)
-    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED, "%s: %s cannot serve %s/%s: %s",
-                        coll_fn[c->kind], qcoll__path_name(path),
-                        qcoll_dtype_name(c->dtype), qcoll_op_name(c->op), why);
+    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
+                        "%s: %s cannot serve %s/%s: %s", coll_fn[c->kind],
+                        qcoll__path_name(path), qcoll_dtype_name(c->dtype),
+                        qcoll_op_name(c->op), why);
 #ifdef QCOLL_HAVE_CUDA
   /* Quantisation is a transfer hint: off below its size threshold, and for
    * anything but sums when it came from the environment rather than the
@@ -571,10 +604,17 @@ static qcoll_status_t run_call(qcoll_comm_t comm, call_t *c) {
 static call_t make_call(coll_kind_t kind, const void *sendbuf, void *recvbuf,
                         size_t count, qcoll_dtype_t dtype, qcoll_op_t op,
                         int root, void *stream) {
-  call_t c = {.kind = kind, .sendbuf = sendbuf, .recvbuf = recvbuf,
-              .count = count, .dtype = dtype, .op = op, .root = root,
-              .stream = stream, .algo = QCOLL_ALGO_AUTO,
-              .quant = QCOLL_QUANT_DEFAULT, .device = -1};
+  call_t c = {.kind = kind,
+              .sendbuf = sendbuf,
+              .recvbuf = recvbuf,
+              .count = count,
+              .dtype = dtype,
+              .op = op,
+              .root = root,
+              .stream = stream,
+              .algo = QCOLL_ALGO_AUTO,
+              .quant = QCOLL_QUANT_DEFAULT,
+              .device = -1};
   return c;
 }
 
@@ -594,8 +634,8 @@ qcoll_status_t qcoll_all_reduce_ex(const void *sendbuf, void *recvbuf,
                                    qcoll_op_t op, qcoll_comm_t comm,
                                    void *stream,
                                    const qcoll_all_reduce_options_t *opts) {
-  call_t c = make_call(QCOLL__COLL_ALL_REDUCE, sendbuf, recvbuf, count, dtype, op, 0,
-                       stream);
+  call_t c = make_call(QCOLL__COLL_ALL_REDUCE, sendbuf, recvbuf, count, dtype,
+                       op, 0, stream);
   if (opts) {
     if (opts->size != sizeof *opts)
       return qcoll__error(comm && comm->magic == QCOLL_COMM_MAGIC ? comm : NULL,
@@ -614,22 +654,22 @@ qcoll_status_t qcoll_all_reduce(const void *sendbuf, void *recvbuf,
                                 size_t count, qcoll_dtype_t dtype,
                                 qcoll_op_t op, qcoll_comm_t comm,
                                 void *stream) {
-  call_t c = make_call(QCOLL__COLL_ALL_REDUCE, sendbuf, recvbuf, count, dtype, op, 0,
-                       stream);
+  call_t c = make_call(QCOLL__COLL_ALL_REDUCE, sendbuf, recvbuf, count, dtype,
+                       op, 0, stream);
   return run_call(comm, &c);
 }
 
 qcoll_status_t qcoll_reduce(const void *sendbuf, void *recvbuf, size_t count,
                             qcoll_dtype_t dtype, qcoll_op_t op, int root,
                             qcoll_comm_t comm, void *stream) {
-  call_t c = make_call(QCOLL__COLL_REDUCE, sendbuf, recvbuf, count, dtype, op, root,
-                       stream);
+  call_t c = make_call(QCOLL__COLL_REDUCE, sendbuf, recvbuf, count, dtype, op,
+                       root, stream);
   return run_call(comm, &c);
 }
 
-qcoll_status_t qcoll_broadcast(const void *sendbuf, void *recvbuf,
-                               size_t count, qcoll_dtype_t dtype, int root,
-                               qcoll_comm_t comm, void *stream) {
+qcoll_status_t qcoll_broadcast(const void *sendbuf, void *recvbuf, size_t count,
+                               qcoll_dtype_t dtype, int root, qcoll_comm_t comm,
+                               void *stream) {
   call_t c = make_call(QCOLL__COLL_BROADCAST, sendbuf, recvbuf, count, dtype,
                        QCOLL_SUM, root, stream);
   return run_call(comm, &c);
@@ -638,8 +678,8 @@ qcoll_status_t qcoll_broadcast(const void *sendbuf, void *recvbuf,
 qcoll_status_t qcoll_all_gather(const void *sendbuf, void *recvbuf,
                                 size_t sendcount, qcoll_dtype_t dtype,
                                 qcoll_comm_t comm, void *stream) {
-  call_t c = make_call(QCOLL__COLL_ALL_GATHER, sendbuf, recvbuf, sendcount, dtype,
-                       QCOLL_SUM, 0, stream);
+  call_t c = make_call(QCOLL__COLL_ALL_GATHER, sendbuf, recvbuf, sendcount,
+                       dtype, QCOLL_SUM, 0, stream);
   return run_call(comm, &c);
 }
 
@@ -647,8 +687,8 @@ qcoll_status_t qcoll_reduce_scatter(const void *sendbuf, void *recvbuf,
                                     size_t recvcount, qcoll_dtype_t dtype,
                                     qcoll_op_t op, qcoll_comm_t comm,
                                     void *stream) {
-  call_t c = make_call(QCOLL__COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype,
-                       op, 0, stream);
+  call_t c = make_call(QCOLL__COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount,
+                       dtype, op, 0, stream);
   return run_call(comm, &c);
 }
 
@@ -663,20 +703,20 @@ qcoll_status_t qcoll_all_to_all(const void *sendbuf, void *recvbuf,
 qcoll_status_t qcoll_send(const void *sendbuf, size_t count,
                           qcoll_dtype_t dtype, int peer, qcoll_comm_t comm,
                           void *stream) {
-  call_t c = make_call(QCOLL__COLL_SEND, sendbuf, NULL, count, dtype, QCOLL_SUM, peer,
-                       stream);
+  call_t c = make_call(QCOLL__COLL_SEND, sendbuf, NULL, count, dtype, QCOLL_SUM,
+                       peer, stream);
   return run_call(comm, &c);
 }
 
 qcoll_status_t qcoll_recv(void *recvbuf, size_t count, qcoll_dtype_t dtype,
                           int peer, qcoll_comm_t comm, void *stream) {
-  call_t c = make_call(QCOLL__COLL_RECV, NULL, recvbuf, count, dtype, QCOLL_SUM, peer,
-                       stream);
+  call_t c = make_call(QCOLL__COLL_RECV, NULL, recvbuf, count, dtype, QCOLL_SUM,
+                       peer, stream);
   return run_call(comm, &c);
 }
 
 qcoll_status_t qcoll_barrier(qcoll_comm_t comm, void *stream) {
-  call_t c = make_call(QCOLL__COLL_BARRIER, NULL, NULL, 0, QCOLL_U8, QCOLL_SUM, 0,
-                       stream);
+  call_t c = make_call(QCOLL__COLL_BARRIER, NULL, NULL, 0, QCOLL_U8, QCOLL_SUM,
+                       0, stream);
   return run_call(comm, &c);
 }

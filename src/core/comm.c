@@ -52,7 +52,8 @@ static int hex_value(char c) {
   return -1;
 }
 
-qcoll_status_t qcoll_unique_id_from_hex(const char *hex, qcoll_unique_id_t *id) {
+qcoll_status_t qcoll_unique_id_from_hex(const char *hex,
+                                        qcoll_unique_id_t *id) {
   if (!hex || !id)
     return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
                         "qcoll_unique_id_from_hex: %s is NULL",
@@ -357,18 +358,19 @@ static qcoll_status_t read_launch_env(launch_env_t *e) {
     if (!has_rank && !has_size) continue;
     if (!env_int(schemes[i].rank, &e->rank) ||
         !env_int(schemes[i].size, &e->size))
-      return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
-                          "%s environment: %s='%s' and %s='%s' must both be "
-                          "non-negative integers",
-                          schemes[i].launcher, schemes[i].rank,
-                          getenv(schemes[i].rank) ? getenv(schemes[i].rank) : "",
-                          schemes[i].size,
-                          getenv(schemes[i].size) ? getenv(schemes[i].size) : "");
+      return qcoll__error(
+          NULL, QCOLL_ERR_INVALID_ARGUMENT,
+          "%s environment: %s='%s' and %s='%s' must both be "
+          "non-negative integers",
+          schemes[i].launcher, schemes[i].rank,
+          getenv(schemes[i].rank) ? getenv(schemes[i].rank) : "",
+          schemes[i].size,
+          getenv(schemes[i].size) ? getenv(schemes[i].size) : "");
     e->launcher = schemes[i].launcher;
-    e->single_host =
-        i == 0 || env_equals_int("LOCAL_WORLD_SIZE", e->size) ||
-        env_equals_int("OMPI_COMM_WORLD_LOCAL_SIZE", e->size) ||
-        env_equals_int("SLURM_NNODES", 1) || env_equals_int("SLURM_JOB_NUM_NODES", 1);
+    e->single_host = i == 0 || env_equals_int("LOCAL_WORLD_SIZE", e->size) ||
+                     env_equals_int("OMPI_COMM_WORLD_LOCAL_SIZE", e->size) ||
+                     env_equals_int("SLURM_NNODES", 1) ||
+                     env_equals_int("SLURM_JOB_NUM_NODES", 1);
     return QCOLL_OK;
   }
   return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
@@ -383,7 +385,8 @@ static qcoll_status_t read_launch_env(launch_env_t *e) {
  * strong option and the documentation says so. */
 static void derive_secret(const char *material, uint8_t secret[32]) {
   for (int word = 0; word < 4; word++) {
-    uint64_t h = 1469598103934665603ull ^ (uint64_t)(word * 0x9e3779b97f4a7c15ull);
+    uint64_t h =
+        1469598103934665603ull ^ (uint64_t)(word * 0x9e3779b97f4a7c15ull);
     for (const char *p = material; *p; p++) {
       h ^= (unsigned char)*p;
       h *= 1099511628211ull;
@@ -406,12 +409,14 @@ static void job_secret(const launch_env_t *e, uint8_t secret[32]) {
   if (explicit_secret && *explicit_secret) {
     snprintf(material, sizeof material, "qcoll-secret:%s", explicit_secret);
   } else {
-    snprintf(material, sizeof material, "qcoll-job:%s:%s:%s:%s:%s:%s:%d",
-             getenv_or("TORCHELASTIC_RUN_ID", ""), getenv_or("SLURM_JOB_ID", ""),
-             getenv_or("PMIX_NAMESPACE", ""), getenv_or("OMPI_MCA_orte_hnp_uri", ""),
-             getenv_or("MASTER_ADDR", ""), getenv_or("MASTER_PORT", ""), e->size);
-    QLOG_INFO(NULL, BOOT, "QCOLL_SECRET is not set: the bootstrap secret is "
-                          "derived from the job's identifiers");
+    snprintf(
+        material, sizeof material, "qcoll-job:%s:%s:%s:%s:%s:%s:%d",
+        getenv_or("TORCHELASTIC_RUN_ID", ""), getenv_or("SLURM_JOB_ID", ""),
+        getenv_or("PMIX_NAMESPACE", ""), getenv_or("OMPI_MCA_orte_hnp_uri", ""),
+        getenv_or("MASTER_ADDR", ""), getenv_or("MASTER_PORT", ""), e->size);
+    QLOG_INFO(NULL, BOOT,
+              "QCOLL_SECRET is not set: the bootstrap secret is "
+              "derived from the job's identifiers");
   }
   derive_secret(material, secret);
 }
@@ -421,10 +426,11 @@ static qcoll_status_t job_root(const launch_env_t *e, const char **addr,
   *addr = getenv_or("QCOLL_ROOT_ADDR", getenv_or("MASTER_ADDR", NULL));
   if (!*addr) {
     if (!e->single_host)
-      return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
-                          "%s environment: ranks may span hosts, so set "
-                          "QCOLL_ROOT_ADDR (or MASTER_ADDR) to rank 0's address",
-                          e->launcher);
+      return qcoll__error(
+          NULL, QCOLL_ERR_INVALID_ARGUMENT,
+          "%s environment: ranks may span hosts, so set "
+          "QCOLL_ROOT_ADDR (or MASTER_ADDR) to rank 0's address",
+          e->launcher);
     *addr = "127.0.0.1";
   }
   int p = 0;
@@ -434,9 +440,9 @@ static qcoll_status_t job_root(const launch_env_t *e, const char **addr,
     /* MASTER_PORT itself is usually taken by the launcher's own store. */
     *port = p + 1;
   } else {
-    const char *job = getenv_or("SLURM_JOB_ID",
-                                getenv_or("OMPI_MCA_orte_hnp_uri",
-                                          getenv_or("PMIX_NAMESPACE", NULL)));
+    const char *job = getenv_or(
+        "SLURM_JOB_ID",
+        getenv_or("OMPI_MCA_orte_hnp_uri", getenv_or("PMIX_NAMESPACE", NULL)));
     if (!job)
       return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
                           "%s environment: set QCOLL_ROOT_PORT (or "
@@ -522,16 +528,16 @@ qcoll_status_t qcoll_comm_abort(qcoll_comm_t comm) {
   return QCOLL_OK;
 }
 
-#define ACCESSOR(fn, type, arg, expr)                                 \
-  qcoll_status_t fn(qcoll_comm_t comm, type *arg) {                   \
-    if (!comm || comm->magic != QCOLL_COMM_MAGIC)                     \
-      return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,           \
-                          #fn ": comm is NULL or not live");          \
-    if (!arg)                                                         \
-      return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,           \
-                          #fn ": " #arg " is NULL");                  \
-    *arg = (expr);                                                    \
-    return QCOLL_OK;                                                  \
+#define ACCESSOR(fn, type, arg, expr)                        \
+  qcoll_status_t fn(qcoll_comm_t comm, type *arg) {          \
+    if (!comm || comm->magic != QCOLL_COMM_MAGIC)            \
+      return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,  \
+                          #fn ": comm is NULL or not live"); \
+    if (!arg)                                                \
+      return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,  \
+                          #fn ": " #arg " is NULL");         \
+    *arg = (expr);                                           \
+    return QCOLL_OK;                                         \
   }
 
 ACCESSOR(qcoll_comm_rank, int, rank, comm->rank)

@@ -26,7 +26,7 @@ struct qcoll__nccl_comm;
 
 typedef enum qcoll__comm_state {
   QCOLL_COMM_LIVE = 0,
-  QCOLL_COMM_BROKEN = 1,  /* a peer failed or a wait timed out: re-init */
+  QCOLL_COMM_BROKEN = 1, /* a peer failed or a wait timed out: re-init */
   QCOLL_COMM_ABORTED = 2,
   QCOLL_COMM_DESTROYED = 3
 } qcoll__comm_state_t;
@@ -37,19 +37,19 @@ struct qcoll_comm {
   int nranks;
   int local_rank; /* index among the ranks with the same host id */
   int local_size;
-  int *local_ranks;   /* local_size global ranks of this host, ascending */
-  int host_index;     /* index of this host among distinct hosts */
+  int *local_ranks; /* local_size global ranks of this host, ascending */
+  int host_index;   /* index of this host among distinct hosts */
   int nhosts;
   char host_id[QCOLL_HOST_ID_MAX];
-  int device;         /* CUDA device or QCOLL_DEVICE_NONE */
+  int device; /* CUDA device or QCOLL_DEVICE_NONE */
   double timeout_s;
-  bool check_calls;   /* QCOLL_CHECK */
-  _Atomic int state;  /* qcoll__comm_state_t; abort() sets it from any thread */
+  bool check_calls;  /* QCOLL_CHECK */
+  _Atomic int state; /* qcoll__comm_state_t; abort() sets it from any thread */
 
   struct qcoll__bootstrap *bootstrap;
-  struct qcoll__shm *shm;            /* host back end (ranks of this host) */
-  struct qcoll__cuda_comm *cuda;     /* NULL on host-only communicators */
-  struct qcoll__nccl_comm *nccl;     /* NULL until NCCL is first asked for */
+  struct qcoll__shm *shm;        /* host back end (ranks of this host) */
+  struct qcoll__cuda_comm *cuda; /* NULL on host-only communicators */
+  struct qcoll__nccl_comm *nccl; /* NULL until NCCL is first asked for */
 
   pthread_mutex_t error_lock;
   char last_error[QCOLL_ERRMSG_MAX];

@@ -41,9 +41,12 @@ void qcoll__log(qcoll_comm_t comm, qcoll__log_level_t level, unsigned subsys,
                 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 bool qcoll__log_enabled(qcoll__log_level_t level, unsigned subsys);
 
-#define QLOG_WARN(comm, sub, ...) qcoll__log(comm, QCOLL_LOG_WARN, QCOLL_SUBSYS_##sub, __VA_ARGS__)
-#define QLOG_INFO(comm, sub, ...) qcoll__log(comm, QCOLL_LOG_INFO, QCOLL_SUBSYS_##sub, __VA_ARGS__)
-#define QLOG_TRACE(comm, sub, ...) qcoll__log(comm, QCOLL_LOG_TRACE, QCOLL_SUBSYS_##sub, __VA_ARGS__)
+#define QLOG_WARN(comm, sub, ...) \
+  qcoll__log(comm, QCOLL_LOG_WARN, QCOLL_SUBSYS_##sub, __VA_ARGS__)
+#define QLOG_INFO(comm, sub, ...) \
+  qcoll__log(comm, QCOLL_LOG_INFO, QCOLL_SUBSYS_##sub, __VA_ARGS__)
+#define QLOG_TRACE(comm, sub, ...) \
+  qcoll__log(comm, QCOLL_LOG_TRACE, QCOLL_SUBSYS_##sub, __VA_ARGS__)
 
 /* ---- errors ------------------------------------------------------- */
 
@@ -58,13 +61,13 @@ qcoll_status_t qcoll__error(qcoll_comm_t comm, qcoll_status_t status,
 /* Check macro: evaluate a status expression; on failure keep the first error
  * in `st` and jump to the cleanup label `out`.  The called function has
  * already recorded the message. */
-#define QCHECK(expr)                          \
-  do {                                        \
-    qcoll_status_t qcheck_st_ = (expr);       \
-    if (qcheck_st_ != QCOLL_OK) {             \
-      if (st == QCOLL_OK) st = qcheck_st_;    \
-      goto out;                               \
-    }                                         \
+#define QCHECK(expr)                       \
+  do {                                     \
+    qcoll_status_t qcheck_st_ = (expr);    \
+    if (qcheck_st_ != QCOLL_OK) {          \
+      if (st == QCOLL_OK) st = qcheck_st_; \
+      goto out;                            \
+    }                                      \
   } while (0)
 
 /* ---- time and deadlines ------------------------------------------- */

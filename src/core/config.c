@@ -15,32 +15,63 @@ typedef struct env_entry {
 
 /* Keep sorted by topic; qcoll-info prints them in this order. */
 static const env_entry_t env_table[] = {
-    {"QCOLL_TIMEOUT", "300", "deadline in seconds of every wait (bootstrap, shared memory, GPU flags)"},
+    {"QCOLL_TIMEOUT", "300",
+     "deadline in seconds of every wait (bootstrap, shared memory, GPU flags)"},
     {"QCOLL_DEBUG", "WARN", "log level: NONE, WARN, INFO or TRACE"},
-    {"QCOLL_DEBUG_SUBSYS", "ALL", "comma-separated subsystems to log: INIT,BOOT,SHM,COLL,CUDA,NCCL or ALL"},
-    {"QCOLL_HOST_ID", "", "identity of this host (default: the hostname); ranks with equal ids share memory"},
-    {"QCOLL_ROOT_ADDR", "", "address the rendezvous root advertises or binds (default: first non-loopback IPv4)"},
-    {"QCOLL_ROOT_PORT", "0", "port of the rendezvous root (0: any free port; env init: MASTER_PORT+1)"},
-    {"QCOLL_SECRET", "", "job secret for env init without QCOLL_UNIQUE_ID (default: derived from job ids)"},
-    {"QCOLL_UNIQUE_ID", "", "hex unique id set by qcoll-run for qcoll_comm_init_env"},
+    {"QCOLL_DEBUG_SUBSYS", "ALL",
+     "comma-separated subsystems to log: INIT,BOOT,SHM,COLL,CUDA,NCCL or ALL"},
+    {"QCOLL_HOST_ID", "",
+     "identity of this host (default: the hostname); ranks with equal ids "
+     "share memory"},
+    {"QCOLL_ROOT_ADDR", "",
+     "address the rendezvous root advertises or binds (default: first "
+     "non-loopback IPv4)"},
+    {"QCOLL_ROOT_PORT", "0",
+     "port of the rendezvous root (0: any free port; env init: MASTER_PORT+1)"},
+    {"QCOLL_SECRET", "",
+     "job secret for env init without QCOLL_UNIQUE_ID (default: derived from "
+     "job ids)"},
+    {"QCOLL_UNIQUE_ID", "",
+     "hex unique id set by qcoll-run for qcoll_comm_init_env"},
     {"QCOLL_RANK", "", "rank set by qcoll-run"},
     {"QCOLL_WORLD_SIZE", "", "world size set by qcoll-run"},
-    {"QCOLL_LOCAL_RANK", "", "rank among the ranks of this host, set by qcoll-run"},
+    {"QCOLL_LOCAL_RANK", "",
+     "rank among the ranks of this host, set by qcoll-run"},
     {"QCOLL_LOCAL_SIZE", "", "number of ranks on this host, set by qcoll-run"},
-    {"QCOLL_SHM_BYTES", "32M", "host back end: shared-memory staging bytes for all ranks of a host together"},
-    {"QCOLL_SHM_ONESHOT_BYTES", "64K", "host back end: largest message reduced one-shot (everyone reads everyone)"},
-    {"QCOLL_P2P_BYTES", "256K", "host back end: buffer per ordered pair of ranks for send/recv (capped to fit)"},
-    {"QCOLL_SPIN_US", "50", "microseconds a wait spins before it sleeps on a futex"},
-    {"QCOLL_CHECK", "0", "1: ranks compare each call's signature (count, dtype, op, root) before running it"},
-    {"QCOLL_ALGO", "auto", "force the path of GPU all-reduces: auto, host (staged), oneshot, twoshot, nccl"},
-    {"QCOLL_QUANT", "none", "quantised transfer for GPU all-reduce: none, fp8, int8, int6, int4"},
-    {"QCOLL_QUANT_MIN_BYTES", "1M", "messages smaller than this are never quantised"},
+    {"QCOLL_SHM_BYTES", "32M",
+     "host back end: shared-memory staging bytes for all ranks of a host "
+     "together"},
+    {"QCOLL_SHM_ONESHOT_BYTES", "64K",
+     "host back end: largest message reduced one-shot (everyone reads "
+     "everyone)"},
+    {"QCOLL_P2P_BYTES", "256K",
+     "host back end: buffer per ordered pair of ranks for send/recv (capped to "
+     "fit)"},
+    {"QCOLL_SPIN_US", "50",
+     "microseconds a wait spins before it sleeps on a futex"},
+    {"QCOLL_CHECK", "0",
+     "1: ranks compare each call's signature (count, dtype, op, root) before "
+     "running it"},
+    {"QCOLL_ALGO", "auto",
+     "force the path of GPU all-reduces: auto, host (staged), oneshot, "
+     "twoshot, nccl"},
+    {"QCOLL_QUANT", "none",
+     "quantised transfer for GPU all-reduce: none, fp8, int8, int6, int4"},
+    {"QCOLL_QUANT_MIN_BYTES", "1M",
+     "messages smaller than this are never quantised"},
     {"QCOLL_IPC_BYTES", "64M", "CUDA IPC buffer per rank (data and flags)"},
-    {"QCOLL_IPC_P2P_BYTES", "1M", "CUDA IPC: GPU send/recv inbox per ordered pair of ranks (allocated beside QCOLL_IPC_BYTES); smaller sends do not wait for their recv"},
-    {"QCOLL_ONESHOT_MAX_BYTES", "256K", "largest GPU all-reduce sent one-shot by the selection table"},
-    {"QCOLL_TWOSHOT_MAX_BYTES", "64M", "largest GPU all-reduce sent two-shot before NCCL is preferred (when NCCL serves)"},
-    {"QCOLL_NCCL_LIB", "", "path of libnccl to load (default: the usual names)"},
-    {"QCOLL_DISABLE_CUDA", "0", "1: never load or use CUDA, even when a GPU is present"},
+    {"QCOLL_IPC_P2P_BYTES", "1M",
+     "CUDA IPC: GPU send/recv inbox per ordered pair of ranks (allocated "
+     "beside QCOLL_IPC_BYTES); smaller sends do not wait for their recv"},
+    {"QCOLL_ONESHOT_MAX_BYTES", "256K",
+     "largest GPU all-reduce sent one-shot by the selection table"},
+    {"QCOLL_TWOSHOT_MAX_BYTES", "64M",
+     "largest GPU all-reduce sent two-shot before NCCL is preferred (when NCCL "
+     "serves)"},
+    {"QCOLL_NCCL_LIB", "",
+     "path of libnccl to load (default: the usual names)"},
+    {"QCOLL_DISABLE_CUDA", "0",
+     "1: never load or use CUDA, even when a GPU is present"},
 };
 
 #define ENV_COUNT (sizeof(env_table) / sizeof(env_table[0]))
@@ -56,8 +87,8 @@ qcoll_status_t qcoll_env_describe(int i, const char **name,
                                   const char **doc) {
   if (i < 0 || (size_t)i >= ENV_COUNT)
     return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
-                        "qcoll_env_describe: index %d out of range [0, %zu)",
-                        i, ENV_COUNT);
+                        "qcoll_env_describe: index %d out of range [0, %zu)", i,
+                        ENV_COUNT);
   if (name) *name = env_table[i].name;
   if (default_value) *default_value = env_table[i].default_value;
   if (doc) *doc = env_table[i].doc;
@@ -78,8 +109,8 @@ long long qcoll__env_int(const char *name) {
   errno = 0;
   long long x = strtoll(v ? v : "0", &end, 10);
   if (errno || !end || *end) {
-    QLOG_WARN(NULL, INIT, "%s=%s is not an integer; using default %s", name,
-              v, e ? e->default_value : "0");
+    QLOG_WARN(NULL, INIT, "%s=%s is not an integer; using default %s", name, v,
+              e ? e->default_value : "0");
     x = e ? strtoll(e->default_value, NULL, 10) : 0;
   }
   return x;
@@ -108,9 +139,21 @@ bool qcoll__parse_bytes(const char *s, size_t *out) {
   unsigned shift = 0;
   switch (*end) {
     case '\0': break;
-    case 'k': case 'K': shift = 10; end++; break;
-    case 'm': case 'M': shift = 20; end++; break;
-    case 'g': case 'G': shift = 30; end++; break;
+    case 'k':
+    case 'K':
+      shift = 10;
+      end++;
+      break;
+    case 'm':
+    case 'M':
+      shift = 20;
+      end++;
+      break;
+    case 'g':
+    case 'G':
+      shift = 30;
+      end++;
+      break;
     default: return false;
   }
   if (*end == 'i' || *end == 'I') end++;

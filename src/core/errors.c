@@ -30,7 +30,9 @@ const char *qcoll_status_string(qcoll_status_t status) {
   return "unknown status";
 }
 
-const char *qcoll_last_error(void) { return thread_last_error; }
+const char *qcoll_last_error(void) {
+  return thread_last_error;
+}
 
 static bool is_comm_valid(qcoll_comm_t comm) {
   return comm && comm->magic == QCOLL_COMM_MAGIC;

@@ -25,11 +25,13 @@ static qcoll__log_level_t parse_level(const char *s) {
 }
 
 static unsigned parse_subsys(const char *s) {
-  static const struct { const char *name; unsigned bit; } names[] = {
-      {"INIT", QCOLL_SUBSYS_INIT}, {"BOOT", QCOLL_SUBSYS_BOOT},
-      {"SHM", QCOLL_SUBSYS_SHM},   {"COLL", QCOLL_SUBSYS_COLL},
-      {"CUDA", QCOLL_SUBSYS_CUDA}, {"NCCL", QCOLL_SUBSYS_NCCL},
-      {"ALL", QCOLL_SUBSYS_ALL}};
+  static const struct {
+    const char *name;
+    unsigned bit;
+  } names[] = {{"INIT", QCOLL_SUBSYS_INIT}, {"BOOT", QCOLL_SUBSYS_BOOT},
+               {"SHM", QCOLL_SUBSYS_SHM},   {"COLL", QCOLL_SUBSYS_COLL},
+               {"CUDA", QCOLL_SUBSYS_CUDA}, {"NCCL", QCOLL_SUBSYS_NCCL},
+               {"ALL", QCOLL_SUBSYS_ALL}};
   unsigned mask = 0;
   char buf[256];
   snprintf(buf, sizeof buf, "%s", s);

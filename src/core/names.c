@@ -3,16 +3,22 @@
 
 size_t qcoll_dtype_size(qcoll_dtype_t dtype) {
   switch (dtype) {
-    case QCOLL_I8: case QCOLL_U8: return 1;
-    case QCOLL_F16: case QCOLL_BF16: return 2;
-    case QCOLL_I32: case QCOLL_U32: case QCOLL_F32: return 4;
-    case QCOLL_I64: case QCOLL_U64: case QCOLL_F64: return 8;
+    case QCOLL_I8:
+    case QCOLL_U8: return 1;
+    case QCOLL_F16:
+    case QCOLL_BF16: return 2;
+    case QCOLL_I32:
+    case QCOLL_U32:
+    case QCOLL_F32: return 4;
+    case QCOLL_I64:
+    case QCOLL_U64:
+    case QCOLL_F64: return 8;
     default: return 0;
   }
 }
 
 const char *qcoll_dtype_name(qcoll_dtype_t dtype) {
-  static const char *names[] = {"i8",  "u8",   "i32", "u32", "i64",
+  static const char *names[] = {"i8",  "u8",  "i32",  "u32", "i64",
                                 "u64", "f16", "bf16", "f32", "f64"};
   return (unsigned)dtype < QCOLL_DTYPE_COUNT ? names[dtype] : "invalid";
 }

@@ -11,8 +11,8 @@
 #include "config.h"
 
 const char *qcoll__path_name(qcoll__path_t path) {
-  static const char *names[] = {"host",   "oneshot", "twoshot",
-                                "nccl",   "staged",  "ipc"};
+  static const char *names[] = {"host", "oneshot", "twoshot",
+                                "nccl", "staged",  "ipc"};
   return (unsigned)path < QCOLL__PATH_COUNT ? names[path] : "invalid";
 }
 
@@ -24,7 +24,8 @@ const char *qcoll__coll_name(qcoll__coll_t coll) {
 }
 
 bool qcoll__ipc_kernel_supports(qcoll_dtype_t dtype, qcoll_op_t op) {
-  bool dtype_ok = dtype == QCOLL_F16 || dtype == QCOLL_BF16 || dtype == QCOLL_F32;
+  bool dtype_ok =
+      dtype == QCOLL_F16 || dtype == QCOLL_BF16 || dtype == QCOLL_F32;
   bool op_ok = op == QCOLL_SUM || op == QCOLL_MIN || op == QCOLL_MAX;
   return dtype_ok && op_ok;
 }
@@ -47,7 +48,9 @@ static bool quantised(const qcoll__select_in_t *in) {
          in->bytes >= qcoll__env_bytes("QCOLL_QUANT_MIN_BYTES");
 }
 
-static bool host_buffers(const qcoll__select_in_t *in) { return !in->gpu; }
+static bool host_buffers(const qcoll__select_in_t *in) {
+  return !in->gpu;
+}
 static bool quantised_all_reduce(const qcoll__select_in_t *in) {
   return is_all_reduce_on_ipc(in) && quantised(in);
 }
@@ -70,16 +73,18 @@ static bool large_all_reduce(const qcoll__select_in_t *in) {
 static bool any_gpu_on_ipc(const qcoll__select_in_t *in) {
   return in->gpu && in->ipc;
 }
-static bool any_gpu(const qcoll__select_in_t *in) { return in->gpu; }
+static bool any_gpu(const qcoll__select_in_t *in) {
+  return in->gpu;
+}
 
 static const row_t rows[] = {
     {"host buffers", host_buffers, QCOLL__PATH_HOST},
     {"GPU all_reduce sum on IPC, quantised, bytes >= QCOLL_QUANT_MIN_BYTES",
      quantised_all_reduce, QCOLL__PATH_TWOSHOT},
-    {"GPU all_reduce on IPC, bytes <= QCOLL_ONESHOT_MAX_BYTES", small_all_reduce,
-     QCOLL__PATH_ONESHOT},
-    {"GPU all_reduce on IPC, bytes <= QCOLL_TWOSHOT_MAX_BYTES", medium_all_reduce,
-     QCOLL__PATH_TWOSHOT},
+    {"GPU all_reduce on IPC, bytes <= QCOLL_ONESHOT_MAX_BYTES",
+     small_all_reduce, QCOLL__PATH_ONESHOT},
+    {"GPU all_reduce on IPC, bytes <= QCOLL_TWOSHOT_MAX_BYTES",
+     medium_all_reduce, QCOLL__PATH_TWOSHOT},
     {"GPU collective, NCCL accepts the ranks", nccl_serves, QCOLL__PATH_NCCL},
     {"GPU all_reduce on IPC, any size", large_all_reduce, QCOLL__PATH_TWOSHOT},
     {"GPU collective on IPC (any dtype/op, send/recv, stream barrier)",
@@ -114,7 +119,8 @@ static int append(char *buf, size_t len, size_t *used, const char *fmt, ...) {
 qcoll_status_t qcoll_selection_table_format(char *buf, size_t len,
                                             size_t *needed) {
   size_t used = 0;
-  append(buf, len, &used, "%-4s %-8s %s\n", "row", "path", "when (first match wins)");
+  append(buf, len, &used, "%-4s %-8s %s\n", "row", "path",
+         "when (first match wins)");
   for (int i = 0; i < ROW_COUNT; i++)
     append(buf, len, &used, "%-4d %-8s %s\n", i, qcoll__path_name(rows[i].path),
            rows[i].when);
@@ -125,7 +131,8 @@ qcoll_status_t qcoll_selection_table_format(char *buf, size_t len,
          "forced by QCOLL_ALGO=%s or per call\n",
          qcoll__env_bytes("QCOLL_ONESHOT_MAX_BYTES"),
          qcoll__env_bytes("QCOLL_TWOSHOT_MAX_BYTES"),
-         qcoll__env_bytes("QCOLL_QUANT_MIN_BYTES"), qcoll__env_str("QCOLL_ALGO"));
+         qcoll__env_bytes("QCOLL_QUANT_MIN_BYTES"),
+         qcoll__env_str("QCOLL_ALGO"));
   if (needed) *needed = used + 1;
   if (!buf || used >= len)
     return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,

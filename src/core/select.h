@@ -44,7 +44,7 @@ typedef enum qcoll__coll {
 
 typedef struct qcoll__select_in {
   qcoll__coll_t coll;
-  size_t bytes;       /* bytes of one rank's contribution */
+  size_t bytes; /* bytes of one rank's contribution */
   int nranks;
   qcoll_dtype_t dtype;
   qcoll_op_t op;

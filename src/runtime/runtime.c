@@ -8,7 +8,9 @@
 
 #include "../core/config.h"
 
-static int host_device_count(void) { return 0; }
+static int host_device_count(void) {
+  return 0;
+}
 static qcoll_status_t host_get_device(int *dev) {
   *dev = -1;
   return QCOLL_OK;
@@ -49,7 +51,9 @@ static const qcoll__runtime_t host_runtime = {
     .stream_is_capturing = host_is_capturing,
 };
 
-const qcoll__runtime_t *qcoll__runtime_host(void) { return &host_runtime; }
+const qcoll__runtime_t *qcoll__runtime_host(void) {
+  return &host_runtime;
+}
 
 #ifdef QCOLL_HAVE_CUDA
 /* cuda.c: the CUDA runtime when a driver and at least one device are usable,

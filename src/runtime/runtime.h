@@ -50,8 +50,8 @@ const qcoll__runtime_t *qcoll__runtime_host(void);
 const qcoll__runtime_t *qcoll__runtime(void);
 
 typedef struct qcoll__device_guard {
-  int saved;      /* caller's current device, -1 when none was asked */
-  bool switched;  /* whether we changed it */
+  int saved;     /* caller's current device, -1 when none was asked */
+  bool switched; /* whether we changed it */
 } qcoll__device_guard_t;
 
 /* Save the caller's current device (asked of the driver) and make

@@ -70,7 +70,7 @@ typedef struct ipc_record {
   uint32_t probe_seed;
   int32_t coll_resident_blocks; /* the same for the kernels of collectives.cu */
   uint64_t p2p_pair_bytes;      /* send/recv inbox per sender */
-  char reason[REASON_MAX]; /* why not ready */
+  char reason[REASON_MAX];      /* why not ready */
 } ipc_record_t;
 
 /* Each rank's verdict after opening and checking its mappings. */
@@ -894,7 +894,8 @@ qcoll_status_t qcoll__cuda_all_reduce(qcoll_comm_t comm, const void *sendbuf,
   return QCOLL_OK;
 }
 
-/* ---- every other collective (collectives.cu) ------------------------------ */
+/* ---- every other collective (collectives.cu) ------------------------------
+ */
 
 /* Why the kernels of collectives.cu cannot serve, or QCOLL_OK.  A kernel
  * that gave up earlier leaves the ranks' flags disagreeing: launching more
@@ -925,9 +926,8 @@ static bool ipc_coll_kind(qcoll__coll_t coll, qcoll__ipc_coll_t *kind) {
 }
 
 static qcoll_status_t launch_failed(qcoll_comm_t comm, const char *name,
-                                    size_t chunk_index, size_t chunks,
-                                    size_t n, qcoll_dtype_t dtype,
-                                    cudaError_t err) {
+                                    size_t chunk_index, size_t chunks, size_t n,
+                                    qcoll_dtype_t dtype, cudaError_t err) {
   (void)cudaGetLastError();
   return qcoll__error(comm, QCOLL_ERR_CUDA,
                       "launching the %s kernel (chunk %zu of %zu, %zu %s "
@@ -953,9 +953,15 @@ qcoll_status_t qcoll__cuda_collective(qcoll_comm_t comm, qcoll__coll_t coll,
     return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
                         "%s: the CUDA IPC kernels do not serve %s/%s", name,
                         qcoll_dtype_name(dtype), qcoll_op_name(op));
-  qcoll__ipc_coll_args_t args = {
-      .kind = kind, .send = sendbuf, .recv = recvbuf, .count = count,
-      .offset = 0, .len = 0, .dtype = dtype, .op = op, .root = root};
+  qcoll__ipc_coll_args_t args = {.kind = kind,
+                                 .send = sendbuf,
+                                 .recv = recvbuf,
+                                 .count = count,
+                                 .offset = 0,
+                                 .len = 0,
+                                 .dtype = dtype,
+                                 .op = op,
+                                 .root = root};
   if (kind == QCOLL_IPC_COLL_BARRIER) {
     cudaError_t err =
         qcoll__cuda_coll_launch(&cc->coll_view, &args, (cudaStream_t)stream);
@@ -965,7 +971,8 @@ qcoll_status_t qcoll__cuda_collective(qcoll_comm_t comm, qcoll__coll_t coll,
     return QCOLL_OK;
   }
   if (count == 0) return QCOLL_OK;
-  const size_t chunk = qcoll__cuda_coll_chunk_elems(&cc->coll_view, kind, dtype);
+  const size_t chunk =
+      qcoll__cuda_coll_chunk_elems(&cc->coll_view, kind, dtype);
   if (chunk == 0)
     return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
                         "%s: data regions of %zu bytes hold no %s element for "
@@ -981,14 +988,14 @@ qcoll_status_t qcoll__cuda_collective(qcoll_comm_t comm, qcoll__coll_t coll,
     if (err != cudaSuccess)
       return launch_failed(comm, name, k + 1, chunks, args.len, dtype, err);
   }
-  QLOG_TRACE(comm, COLL, "%s %zu x %s: IPC kernels, %zu launch(es) on stream %p",
-             name, count, qcoll_dtype_name(dtype), chunks, stream);
+  QLOG_TRACE(comm, COLL,
+             "%s %zu x %s: IPC kernels, %zu launch(es) on stream %p", name,
+             count, qcoll_dtype_name(dtype), chunks, stream);
   return QCOLL_OK;
 }
 
-static qcoll_status_t p2p(qcoll_comm_t comm, bool send, void *buf,
-                          size_t count, qcoll_dtype_t dtype, int peer,
-                          void *stream) {
+static qcoll_status_t p2p(qcoll_comm_t comm, bool send, void *buf, size_t count,
+                          qcoll_dtype_t dtype, int peer, void *stream) {
   struct qcoll__cuda_comm *cc = comm->cuda;
   const char *name = send ? "send" : "recv";
   qcoll_status_t st = coll_ready(comm, name);

@@ -29,12 +29,13 @@
  * Waits.  A wait polls for QCOLL_SPIN_US (busy when the host has at least
  * as many CPUs as local ranks; yielding the CPU between polls with up to
  * YIELD_RANKS_PER_CPU ranks per CPU, so the rank being waited for runs at
- * once; not at all beyond that), then sleeps on a shared futex in slices of SLEEP_SLICE_NS.  Before
- * each sleep it checks, in order: this communicator's abort flag, the
- * shared abort word (set by a failing peer), every LIVENESS_PERIOD_S
- * whether a peer process has exited (pidfd, else kill(pid, 0)), and the
- * deadline.  Timeouts and peer failures mark the communicator broken and
- * set the shared abort word, so every other local rank fails promptly too.
+ * once; not at all beyond that), then sleeps on a shared futex in slices of
+ * SLEEP_SLICE_NS.  Before each sleep it checks, in order: this communicator's
+ * abort flag, the shared abort word (set by a failing peer), every
+ * LIVENESS_PERIOD_S whether a peer process has exited (pidfd, else kill(pid,
+ * 0)), and the deadline.  Timeouts and peer failures mark the communicator
+ * broken and set the shared abort word, so every other local rank fails
+ * promptly too.
  *
  * Posting.  A post stores with release and calls FUTEX_WAKE only when some
  * rank sleeps: a waiter increments the sleeper count before re-reading the
@@ -146,12 +147,12 @@ struct qcoll__shm {
   int me, n;
   unsigned parity;
   uint32_t barrier_seq;
-  uint32_t *send_seq; /* per local peer: next piece this rank sends it */
-  uint32_t *recv_seq; /* per local peer: next piece expected from it */
+  uint32_t *send_seq;    /* per local peer: next piece this rank sends it */
+  uint32_t *recv_seq;    /* per local peer: next piece expected from it */
   struct pollfd *pidfds; /* per local peer; fd -1 when not watched that way */
   uint64_t my_pidns;
-  double spin_s;   /* how long a wait polls before it sleeps */
-  int poll;        /* poll_mode_t: how a wait polls before it sleeps */
+  double spin_s; /* how long a wait polls before it sleeps */
+  int poll;      /* poll_mode_t: how a wait polls before it sleeps */
   double next_liveness;
   const char *activity; /* the collective in progress, for messages */
   char name[NAME_MAX_LEN];
@@ -174,8 +175,12 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
-static size_t align_down(size_t x, size_t a) { return x / a * a; }
+static size_t align_up(size_t x, size_t a) {
+  return (x + a - 1) / a * a;
+}
+static size_t align_down(size_t x, size_t a) {
+  return x / a * a;
+}
 
 static int global_rank(qcoll_comm_t comm, int local) {
   return comm->local_ranks ? comm->local_ranks[local] : local;
@@ -325,7 +330,8 @@ static int gone_peer(qcoll__shm_t *shm) {
   return left;
 }
 
-static qcoll_status_t check_health(qcoll_comm_t comm, qcoll__deadline_t deadline,
+static qcoll_status_t check_health(qcoll_comm_t comm,
+                                   qcoll__deadline_t deadline,
                                    _Atomic uint32_t *word, uint32_t target,
                                    describe_fn describe, const void *ctx) {
   qcoll__shm_t *shm = comm->shm;
@@ -333,12 +339,11 @@ static qcoll_status_t check_health(qcoll_comm_t comm, qcoll__deadline_t deadline
   if (qcoll__comm_aborted(comm)) {
     qcoll__shm_signal_abort(comm);
     describe_when(comm, describe, ctx, what, sizeof what);
-    return qcoll__error(comm, QCOLL_ERR_ABORTED,
-                        "%s: communicator aborted %s",
+    return qcoll__error(comm, QCOLL_ERR_ABORTED, "%s: communicator aborted %s",
                         activity(shm), what);
   }
-  uint32_t failed = atomic_load_explicit(&shm->ctl->abort_word,
-                                         memory_order_acquire);
+  uint32_t failed =
+      atomic_load_explicit(&shm->ctl->abort_word, memory_order_acquire);
   if (failed) {
     if (posted_meanwhile(word, target)) return QCOLL_OK;
     describe_when(comm, describe, ctx, what, sizeof what);
@@ -346,8 +351,8 @@ static qcoll_status_t check_health(qcoll_comm_t comm, qcoll__deadline_t deadline
     unsigned why = failed >> 24;
     char who[96];
     if (why == ABORT_DIED)
-      snprintf(who, sizeof who, "rank %d (pid %d) died",
-               global_rank(comm, l), (int)atomic_load(&shm->ranks[l].pid));
+      snprintf(who, sizeof who, "rank %d (pid %d) died", global_rank(comm, l),
+               (int)atomic_load(&shm->ranks[l].pid));
     else if (why == ABORT_TIMEOUT)
       snprintf(who, sizeof who, "rank %d timed out waiting for its peers",
                global_rank(comm, l));
@@ -355,8 +360,8 @@ static qcoll_status_t check_health(qcoll_comm_t comm, qcoll__deadline_t deadline
       snprintf(who, sizeof who, "rank %d aborted or failed",
                global_rank(comm, l));
     return fail(comm, l, why, QCOLL_ERR_PEER_FAILURE,
-                "%s: %s; rank %d noticed it %s", activity(shm), who,
-                comm->rank, what);
+                "%s: %s; rank %d noticed it %s", activity(shm), who, comm->rank,
+                what);
   }
   double now = qcoll__now();
   if (now >= shm->next_liveness) {
@@ -366,13 +371,11 @@ static qcoll_status_t check_health(qcoll_comm_t comm, qcoll__deadline_t deadline
       if (posted_meanwhile(word, target)) return QCOLL_OK;
       describe_when(comm, describe, ctx, what, sizeof what);
       bool left = atomic_load(&shm->ranks[dead].left);
-      return fail(comm, dead, left ? ABORT_FAILED : ABORT_DIED,
-                  QCOLL_ERR_PEER_FAILURE,
-                  "%s: rank %d (pid %d) %s; rank %d noticed it %s",
-                  activity(shm), global_rank(comm, dead),
-                  (int)atomic_load(&shm->ranks[dead].pid),
-                  left ? "destroyed its communicator" : "died", comm->rank,
-                  what);
+      return fail(
+          comm, dead, left ? ABORT_FAILED : ABORT_DIED, QCOLL_ERR_PEER_FAILURE,
+          "%s: rank %d (pid %d) %s; rank %d noticed it %s", activity(shm),
+          global_rank(comm, dead), (int)atomic_load(&shm->ranks[dead].pid),
+          left ? "destroyed its communicator" : "died", comm->rank, what);
     }
   }
   if (now >= deadline.at) {
@@ -396,8 +399,9 @@ static void sleep_on(qcoll__shm_t *shm, _Atomic uint32_t *word,
   uint8_t *p = (uint8_t *)word;
   bool inside = p >= shm->base && p + sizeof *word <= shm->base + shm->bytes;
   _Atomic uint64_t *mark = &shm->ranks[shm->me].sleeping_on;
-  if (inside) atomic_store_explicit(mark, (uint64_t)(p - shm->base) + 1,
-                                    memory_order_relaxed);
+  if (inside)
+    atomic_store_explicit(mark, (uint64_t)(p - shm->base) + 1,
+                          memory_order_relaxed);
   atomic_fetch_add_explicit(&shm->ctl->sleepers, 1, memory_order_seq_cst);
   uint32_t seen = atomic_load_explicit(word, memory_order_seq_cst);
   if (!reached(seen, target)) futex_wait_slice(word, seen);
@@ -434,7 +438,8 @@ static qcoll_status_t wait_word(qcoll_comm_t comm, _Atomic uint32_t *word,
   for (;;) {
     if (reached(atomic_load_explicit(word, memory_order_acquire), target))
       return QCOLL_OK;
-    qcoll_status_t st = check_health(comm, deadline, word, target, describe, ctx);
+    qcoll_status_t st =
+        check_health(comm, deadline, word, target, describe, ctx);
     if (st != QCOLL_OK) return st;
     sleep_on(shm, word, target);
   }
@@ -480,15 +485,17 @@ static void describe_barrier(qcoll_comm_t comm, const void *ctx, char *buf,
                              size_t len) {
   const qcoll__shm_t *shm = comm->shm;
   uint32_t k = *(const uint32_t *)ctx;
-  int used = snprintf(buf, len, "barrier #%u of the %d local ranks; ranks not "
-                      "arrived:", k, shm->n);
+  int used = snprintf(buf, len,
+                      "barrier #%u of the %d local ranks; ranks not "
+                      "arrived:",
+                      k, shm->n);
   int late = 0;
   for (int l = 0; l < shm->n && used > 0 && (size_t)used < len; l++) {
     uint32_t arrived = atomic_load(&shm->ranks[l].barrier_arrived);
     if (reached(arrived, k)) continue;
     if (++late <= 16)
-      used += snprintf(buf + used, len - (size_t)used, " %d",
-                       global_rank(comm, l));
+      used +=
+          snprintf(buf + used, len - (size_t)used, " %d", global_rank(comm, l));
   }
   if (used > 0 && (size_t)used < len) {
     if (late > 16)
@@ -526,8 +533,8 @@ const qcoll__shm_layout_t *qcoll__shm_layout(qcoll_comm_t comm) {
 
 uint8_t *qcoll__shm_stage(qcoll_comm_t comm) {
   qcoll__shm_t *shm = comm->shm;
-  return shm->stage + (size_t)shm->parity * (size_t)shm->n *
-                          shm->layout.slot_bytes;
+  return shm->stage +
+         (size_t)shm->parity * (size_t)shm->n * shm->layout.slot_bytes;
 }
 
 qcoll_status_t qcoll__shm_phase_sync(qcoll_comm_t comm) {
@@ -647,7 +654,8 @@ static bool plan_layout(int n, plan_t *p) {
   p->layout.oneshot_bytes =
       QCOLL_MIN(qcoll__env_bytes("QCOLL_SHM_ONESHOT_BYTES"), slot);
   size_t per_pair = budget / 4 / (nn * nn);
-  size_t pair = per_pair > PAIR_HEADER ? align_down(per_pair - PAIR_HEADER, 128) : 0;
+  size_t pair =
+      per_pair > PAIR_HEADER ? align_down(per_pair - PAIR_HEADER, 128) : 0;
   pair = QCOLL_MIN(pair, align_down(qcoll__env_bytes("QCOLL_P2P_BYTES"), 128));
   p->layout.pair_bytes = QCOLL_MAX(pair, (size_t)PAIR_MIN_BYTES);
   p->pair_stride = PAIR_HEADER + p->layout.pair_bytes;
@@ -831,7 +839,8 @@ static void watch_peers(qcoll__shm_t *shm) {
     shm->pidfds[l].events = POLLIN;
     if (!peer_watchable(shm, l)) continue;
 #ifdef SYS_pidfd_open
-    int fd = (int)syscall(SYS_pidfd_open, (pid_t)atomic_load(&shm->ranks[l].pid), 0);
+    int fd =
+        (int)syscall(SYS_pidfd_open, (pid_t)atomic_load(&shm->ranks[l].pid), 0);
     if (fd >= 0) {
       (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
       shm->pidfds[l].fd = fd;

@@ -238,9 +238,15 @@ static void one_rank_works_without_ring_sockets(void **state) {
   qcoll__bootstrap_destroy(c.bs);
 }
 
-static void two_ranks(void **state) { run_collectives(2); }
-static void eight_ranks(void **state) { run_collectives(8); }
-static void sixty_four_ranks(void **state) { run_collectives(64); }
+static void two_ranks(void **state) {
+  run_collectives(2);
+}
+static void eight_ranks(void **state) {
+  run_collectives(8);
+}
+static void sixty_four_ranks(void **state) {
+  run_collectives(64);
+}
 
 #define BIG_BLOCK (256 * 1024)
 
@@ -1023,8 +1029,8 @@ static void timeout_names_the_missing_rank(void **state) {
     /* Rank 0 waits on rank 2 itself (it does not read rank 1's report
      * while it waits on rank 2): its own deadline. */
     assert_int_equal(o[1].op.st, QCOLL_ERR_TIMEOUT);
-    assert_non_null(strstr(c[0].comm.last_error,
-                           ": nothing from rank 2 within 1.0 s"));
+    assert_non_null(
+        strstr(c[0].comm.last_error, ": nothing from rank 2 within 1.0 s"));
     free_ranks(c, 3);
   }
 

@@ -71,8 +71,9 @@ typedef struct errors {
 
 /* Rank inputs of one case; outlier[i] marks elements where some rank holds
  * an outlier. */
-static void make_inputs(data_set_t set, qcoll_dtype_t dtype, int nranks, size_t n, uint64_t seed,
-                        float **in, unsigned char *outlier) {
+static void make_inputs(data_set_t set, qcoll_dtype_t dtype, int nranks,
+                        size_t n, uint64_t seed, float **in,
+                        unsigned char *outlier) {
   memset(outlier, 0, n);
   for (int r = 0; r < nranks; r++) {
     qd_rng_t rng = {seed * 7919u + (uint64_t)r * 104729u + 1};
@@ -87,7 +88,8 @@ static void make_inputs(data_set_t set, qcoll_dtype_t dtype, int nranks, size_t 
   }
 }
 
-static double result_scale(const double *exact, const unsigned char *outlier, size_t n) {
+static double result_scale(const double *exact, const unsigned char *outlier,
+                           size_t n) {
   double s = 0;
   size_t k = 0;
   for (size_t i = 0; i < n; i++)
@@ -95,7 +97,8 @@ static double result_scale(const double *exact, const unsigned char *outlier, si
   return k ? sqrt(s / (double)k) : 1.0;
 }
 
-static errors_t measure(const float *y, const double *exact, size_t n, double scale) {
+static errors_t measure(const float *y, const double *exact, size_t n,
+                        double scale) {
   double s = 0, m = 0;
   for (size_t i = 0; i < n; i++) {
     double e = fabs((double)y[i] - exact[i]);
@@ -106,7 +109,8 @@ static errors_t measure(const float *y, const double *exact, size_t n, double sc
   return r;
 }
 
-static double paired_z(const float *a, const float *b, const double *exact, size_t n) {
+static double paired_z(const float *a, const float *b, const double *exact,
+                       size_t n) {
   double sum = 0, sum2 = 0;
   for (size_t i = 0; i < n; i++) {
     double ea = a[i] - exact[i], eb = b[i] - exact[i], d = ea * ea - eb * eb;
@@ -151,12 +155,13 @@ int main(int argc, char **argv) {
   options_t o;
   if (parse(argc, argv, &o)) return 2;
   const size_t n = o.values;
-  static const qcoll_quant_t formats[] = {QCOLL_QUANT_FP8, QCOLL_QUANT_INT8, QCOLL_QUANT_INT6,
-                                          QCOLL_QUANT_INT4};
+  static const qcoll_quant_t formats[] = {QCOLL_QUANT_FP8, QCOLL_QUANT_INT8,
+                                          QCOLL_QUANT_INT6, QCOLL_QUANT_INT4};
   static const qcoll_dtype_t dtypes[] = {QCOLL_F16, QCOLL_BF16};
   static const int world[] = {2, 4, 8};
 
-  float *in[MAX_RANKS], *yq = malloc(n * sizeof(float)), *yc = malloc(n * sizeof(float));
+  float *in[MAX_RANKS], *yq = malloc(n * sizeof(float)),
+                        *yc = malloc(n * sizeof(float));
   float *yu = malloc(n * sizeof(float));
   double *exact = malloc(n * sizeof(double));
   unsigned char *outlier = malloc(n);
@@ -165,11 +170,13 @@ int main(int argc, char **argv) {
     if (!(in[r] = malloc(n * sizeof(float)))) return 2;
 
   printf(
-      "%zu values per rank, seed %llu; errors relative to the RMS of the exact sum over "
+      "%zu values per rank, seed %llu; errors relative to the RMS of the exact "
+      "sum over "
       "elements without outliers\n\n",
       n, (unsigned long long)o.seed);
   printf(
-      "| data | dtype | ranks | format | qcoll rms rel | comparison rms rel | ratio "
+      "| data | dtype | ranks | format | qcoll rms rel | comparison rms rel | "
+      "ratio "
       "| qcoll max rel | comparison max rel | z | unquantised rms rel |\n");
   printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
   int cases = 0, worse = 0, failures = 0;
@@ -179,8 +186,8 @@ int main(int argc, char **argv) {
         const qcoll_dtype_t dtype = dtypes[d];
         const int nranks = world[w];
         const ref_acc_t acc = dtype == QCOLL_F16 ? REF_ACC_F16 : REF_ACC_BF16;
-        make_inputs((data_set_t)set, dtype, nranks, n, o.seed + 100u * (uint64_t)set + 10u * d + w,
-                    in, outlier);
+        make_inputs((data_set_t)set, dtype, nranks, n,
+                    o.seed + 100u * (uint64_t)set + 10u * d + w, in, outlier);
         ref_scheme_exact(nranks, n, (const float *const *)in, exact);
         const double scale = result_scale(exact, outlier, n);
         for (size_t i = 0; i < n; i++) { /* f32 in rank order, one rounding */
@@ -192,36 +199,45 @@ int main(int argc, char **argv) {
         for (size_t f = 0; f < 4; f++) {
           const qcoll_quant_t fmt = formats[f];
           if (ref_scheme_qcoll(fmt, nranks, n, (const float *const *)in, yq) ||
-              ref_scheme_compare(fmt, acc, nranks, n, (const float *const *)in, yc))
+              ref_scheme_compare(fmt, acc, nranks, n, (const float *const *)in,
+                                 yc))
             return 2;
           for (size_t i = 0; i < n; i++) yq[i] = qd_round(dtype, yq[i]);
-          errors_t eq = measure(yq, exact, n, scale), ec = measure(yc, exact, n, scale);
+          errors_t eq = measure(yq, exact, n, scale),
+                   ec = measure(yc, exact, n, scale);
           double z = paired_z(yq, yc, exact, n);
-          printf("| %s | %s | %d | %s | %.3e | %.3e | %.3f | %.3e | %.3e | %+.1f | %.3e |\n",
-                 data_name((data_set_t)set), qd_dtype_name(dtype), nranks, qd_quant_name(fmt),
-                 eq.rms, ec.rms, eq.rms / ec.rms, eq.max, ec.max, z, eu.rms);
+          printf(
+              "| %s | %s | %d | %s | %.3e | %.3e | %.3f | %.3e | %.3e | %+.1f "
+              "| %.3e |\n",
+              data_name((data_set_t)set), qd_dtype_name(dtype), nranks,
+              qd_quant_name(fmt), eq.rms, ec.rms, eq.rms / ec.rms, eq.max,
+              ec.max, z, eu.rms);
           cases++;
           if (!(z <= Z_BEYOND_NOISE)) {
             failures++;
             fprintf(stderr,
-                    "FAIL: %s %s %d ranks %s: qcoll's error is larger than the comparison's "
+                    "FAIL: %s %s %d ranks %s: qcoll's error is larger than the "
+                    "comparison's "
                     "beyond sampling noise (z = %+.1f > %.0f)\n",
-                    data_name((data_set_t)set), qd_dtype_name(dtype), nranks, qd_quant_name(fmt), z,
-                    Z_BEYOND_NOISE);
+                    data_name((data_set_t)set), qd_dtype_name(dtype), nranks,
+                    qd_quant_name(fmt), z, Z_BEYOND_NOISE);
           }
-          if (set == DATA_GAUSS && dtype == QCOLL_BF16 && fmt == QCOLL_QUANT_INT8 &&
-              !(z < -Z_BEYOND_NOISE)) {
+          if (set == DATA_GAUSS && dtype == QCOLL_BF16 &&
+              fmt == QCOLL_QUANT_INT8 && !(z < -Z_BEYOND_NOISE)) {
             failures++;
-            fprintf(stderr,
-                    "FAIL: gauss bf16 %d ranks int8: f32 accumulation should be clearly more "
-                    "accurate than bf16 accumulation, z = %+.1f (want < -%.0f)\n",
-                    nranks, z, Z_BEYOND_NOISE);
+            fprintf(
+                stderr,
+                "FAIL: gauss bf16 %d ranks int8: f32 accumulation should be "
+                "clearly more "
+                "accurate than bf16 accumulation, z = %+.1f (want < -%.0f)\n",
+                nranks, z, Z_BEYOND_NOISE);
           }
           worse += z > 3.0;
         }
       }
   printf(
-      "\n%d cases; z > 3 (qcoll less accurate, at the edge of noise): %d; failed checks "
+      "\n%d cases; z > 3 (qcoll less accurate, at the edge of noise): %d; "
+      "failed checks "
       "(z > %.0f, or gauss bf16 int8 not at z < -%.0f): %d\n",
       cases, worse, Z_BEYOND_NOISE, Z_BEYOND_NOISE, failures);
   for (int r = 0; r < MAX_RANKS; r++) free(in[r]);

@@ -56,11 +56,11 @@ static inline const char *qd_dtype_name(qcoll_dtype_t dtype) {
 
 static inline const char *qd_quant_name(qcoll_quant_t fmt) {
   switch (fmt) {
-  case QCOLL_QUANT_FP8: return "fp8";
-  case QCOLL_QUANT_INT8: return "int8";
-  case QCOLL_QUANT_INT6: return "int6";
-  case QCOLL_QUANT_INT4: return "int4";
-  default: return "?";
+    case QCOLL_QUANT_FP8: return "fp8";
+    case QCOLL_QUANT_INT8: return "int8";
+    case QCOLL_QUANT_INT6: return "int6";
+    case QCOLL_QUANT_INT4: return "int4";
+    default: return "?";
   }
 }
 

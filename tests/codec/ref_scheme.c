@@ -13,9 +13,11 @@ float ref_round_acc(ref_acc_t acc, float x) {
   return qcoll__f16_to_f32(qcoll__f32_to_f16(x));
 }
 
-void ref_scheme_segment(size_t n, int nranks, int r, size_t *begin, size_t *len) {
+void ref_scheme_segment(size_t n, int nranks, int r, size_t *begin,
+                        size_t *len) {
   size_t groups = qcoll__codec_groups(n);
-  size_t per = (groups + (size_t)nranks - 1) / (size_t)nranks; /* groups per rank */
+  size_t per =
+      (groups + (size_t)nranks - 1) / (size_t)nranks; /* groups per rank */
   size_t b = (size_t)r * per * QCOLL_CODEC_GROUP;
   size_t e = (size_t)(r + 1) * per * QCOLL_CODEC_GROUP;
   if (b > n) b = n;
@@ -25,7 +27,8 @@ void ref_scheme_segment(size_t n, int nranks, int r, size_t *begin, size_t *len)
 }
 
 /* Encode then decode len values: one transfer through the codec. */
-static void transfer(qcoll_quant_t fmt, const float *src, size_t len, uint8_t *wire, float *dst) {
+static void transfer(qcoll_quant_t fmt, const float *src, size_t len,
+                     uint8_t *wire, float *dst) {
   qcoll__codec_encode(fmt, src, len, wire);
   qcoll__codec_decode(fmt, wire, len, dst);
 }
@@ -33,8 +36,8 @@ static void transfer(qcoll_quant_t fmt, const float *src, size_t len, uint8_t *w
 /* Shared skeleton: for each segment, phase 1 transfers every rank's part to
  * the owner, which reduces them (f32, or rounded to acc when compare is
  * set); phase 2 transfers the owner's sum back. */
-static int two_shot(qcoll_quant_t fmt, int compare, ref_acc_t acc, int nranks, size_t n,
-                    const float *const *in, float *out) {
+static int two_shot(qcoll_quant_t fmt, int compare, ref_acc_t acc, int nranks,
+                    size_t n, const float *const *in, float *out) {
   size_t cap = 0;
   for (int s = 0; s < nranks; s++) {
     size_t b, len;
@@ -64,13 +67,15 @@ static int two_shot(qcoll_quant_t fmt, int compare, ref_acc_t acc, int nranks, s
     }
     transfer(fmt, sum, len, wire, out + b);
     if (compare)
-      for (size_t i = 0; i < len; i++) out[b + i] = ref_round_acc(acc, out[b + i]);
+      for (size_t i = 0; i < len; i++)
+        out[b + i] = ref_round_acc(acc, out[b + i]);
   }
   free(wire), free(part), free(sum);
   return 0;
 }
 
-int ref_scheme_qcoll(qcoll_quant_t fmt, int nranks, size_t n, const float *const *in, float *out) {
+int ref_scheme_qcoll(qcoll_quant_t fmt, int nranks, size_t n,
+                     const float *const *in, float *out) {
   return two_shot(fmt, 0, REF_ACC_F16, nranks, n, in, out);
 }
 
@@ -83,7 +88,8 @@ int ref_scheme_compare(qcoll_quant_t fmt, ref_acc_t acc, int nranks, size_t n,
   return two_shot(fmt, 1, acc, nranks, n, in, out);
 }
 
-void ref_scheme_exact(int nranks, size_t n, const float *const *in, double *out) {
+void ref_scheme_exact(int nranks, size_t n, const float *const *in,
+                      double *out) {
   for (size_t i = 0; i < n; i++) {
     double s = 0;
     for (int r = 0; r < nranks; r++) s += in[r][i];

@@ -31,16 +31,19 @@
 typedef enum ref_acc { REF_ACC_F16, REF_ACC_BF16 } ref_acc_t;
 
 /* First value and length of rank r's segment of n values over nranks. */
-void ref_scheme_segment(size_t n, int nranks, int r, size_t *begin, size_t *len);
+void ref_scheme_segment(size_t n, int nranks, int r, size_t *begin,
+                        size_t *len);
 
 /* in[r] holds rank r's n input values; out gets the n values every rank
  * ends with.  Return 0, or -1 when memory runs out. */
-int ref_scheme_qcoll(qcoll_quant_t fmt, int nranks, size_t n, const float *const *in, float *out);
+int ref_scheme_qcoll(qcoll_quant_t fmt, int nranks, size_t n,
+                     const float *const *in, float *out);
 int ref_scheme_compare(qcoll_quant_t fmt, ref_acc_t acc, int nranks, size_t n,
                        const float *const *in, float *out);
 
 /* The exact sum (fp64, exact for the magnitudes used in the tests). */
-void ref_scheme_exact(int nranks, size_t n, const float *const *in, double *out);
+void ref_scheme_exact(int nranks, size_t n, const float *const *in,
+                      double *out);
 
 /* Round an f32 to f16 or bf16 and back (nearest even). */
 float ref_round_acc(ref_acc_t acc, float x);

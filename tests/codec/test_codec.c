@@ -29,21 +29,25 @@ static const qcoll_quant_t FP8 = QCOLL_QUANT_FP8;
 static const qcoll_quant_t INT8 = QCOLL_QUANT_INT8;
 static const qcoll_quant_t INT6 = QCOLL_QUANT_INT6;
 static const qcoll_quant_t INT4 = QCOLL_QUANT_INT4;
-static const qcoll_quant_t ALL_FORMATS[] = {QCOLL_QUANT_INT8, QCOLL_QUANT_INT6, QCOLL_QUANT_INT4,
-                                            QCOLL_QUANT_FP8};
+static const qcoll_quant_t ALL_FORMATS[] = {QCOLL_QUANT_INT8, QCOLL_QUANT_INT6,
+                                            QCOLL_QUANT_INT4, QCOLL_QUANT_FP8};
 
 static const char *fmt_name(qcoll_quant_t fmt) {
   switch (fmt) {
-  case QCOLL_QUANT_FP8: return "FP8";
-  case QCOLL_QUANT_INT8: return "INT8";
-  case QCOLL_QUANT_INT6: return "INT6";
-  case QCOLL_QUANT_INT4: return "INT4";
-  default: return "?";
+    case QCOLL_QUANT_FP8: return "FP8";
+    case QCOLL_QUANT_INT8: return "INT8";
+    case QCOLL_QUANT_INT6: return "INT6";
+    case QCOLL_QUANT_INT4: return "INT4";
+    default: return "?";
   }
 }
 
-static float fbits(uint32_t u) { return qcoll__bits_to_f32(u); }
-static uint32_t bitsf(float f) { return qcoll__f32_to_bits(f); }
+static float fbits(uint32_t u) {
+  return qcoll__bits_to_f32(u);
+}
+static uint32_t bitsf(float f) {
+  return qcoll__f32_to_bits(f);
+}
 
 /* ---- deterministic random numbers ------------------------------------- */
 
@@ -76,8 +80,12 @@ static double rng_gauss(rng_t *r) {
 static uint32_t model_range(qcoll_quant_t fmt) {
   return fmt == FP8 ? 448 : fmt == INT8 ? 127 : fmt == INT6 ? 31 : 7;
 }
-static int model_bits(qcoll_quant_t fmt) { return fmt == INT6 ? 6 : fmt == INT4 ? 4 : 8; }
-static size_t model_group_bytes(qcoll_quant_t fmt) { return 4 + (size_t)G * model_bits(fmt) / 8; }
+static int model_bits(qcoll_quant_t fmt) {
+  return fmt == INT6 ? 6 : fmt == INT4 ? 4 : 8;
+}
+static size_t model_group_bytes(qcoll_quant_t fmt) {
+  return 4 + (size_t)G * model_bits(fmt) / 8;
+}
 
 static double e4m3_value(int b) { /* b in 0..0x7e, non-negative */
   int e = b >> 3, m = b & 7;
@@ -113,10 +121,12 @@ static void put_bits(uint8_t *dst, int pos, int nbits, uint32_t v) {
 }
 
 /* Bytes of a group from its scale bits and 32 codes. */
-static void model_pack(qcoll_quant_t fmt, uint32_t scale, const uint32_t codes[G], uint8_t *out) {
+static void model_pack(qcoll_quant_t fmt, uint32_t scale,
+                       const uint32_t codes[G], uint8_t *out) {
   memset(out, 0, model_group_bytes(fmt));
   for (int k = 0; k < 4; k++) out[k] = (uint8_t)(scale >> (8 * k));
-  for (int i = 0; i < G; i++) put_bits(out + 4, i * model_bits(fmt), model_bits(fmt), codes[i]);
+  for (int i = 0; i < G; i++)
+    put_bits(out + 4, i * model_bits(fmt), model_bits(fmt), codes[i]);
 }
 
 static void model_encode(qcoll_quant_t fmt, const float x[G], uint8_t *out) {
@@ -150,7 +160,8 @@ static void model_encode(qcoll_quant_t fmt, const float x[G], uint8_t *out) {
 
 static uint32_t get_bits(const uint8_t *src, int pos, int nbits) {
   uint32_t v = 0;
-  for (int k = 0; k < nbits; k++) v |= (uint32_t)(src[(pos + k) / 8] >> ((pos + k) % 8) & 1u) << k;
+  for (int k = 0; k < nbits; k++)
+    v |= (uint32_t)(src[(pos + k) / 8] >> ((pos + k) % 8) & 1u) << k;
   return v;
 }
 
@@ -167,7 +178,8 @@ static void model_decode(qcoll_quant_t fmt, const uint8_t *in, float out[G]) {
     }
     double p = amax < ldexp(1.0, -64) ? ldexp(1.0, 64) : 1.0;
     float step = (float)((double)amax * p / R);
-    double v = fmt == FP8 ? ((c & 0x80) ? -1 : 1) * e4m3_value((int)(c & 0x7f)) : (double)c - R;
+    double v = fmt == FP8 ? ((c & 0x80) ? -1 : 1) * e4m3_value((int)(c & 0x7f))
+                          : (double)c - R;
     float y = (float)((double)(float)(v * step) / p);
     out[i] = y > amax ? amax : y < -amax ? -amax : y;
   }
@@ -179,11 +191,13 @@ static void fill_group(float g[G], const float *vals, int n) {
   for (int i = 0; i < G; i++) g[i] = i < n ? vals[i] : 0.0f;
 }
 
-static void assert_bytes(const uint8_t *got, const uint8_t *want, size_t n, const char *what) {
+static void assert_bytes(const uint8_t *got, const uint8_t *want, size_t n,
+                         const char *what) {
   if (memcmp(got, want, n) == 0) return;
   for (size_t i = 0; i < n; i++)
     if (got[i] != want[i]) {
-      print_error("%s: byte %zu is 0x%02x, expected 0x%02x\n", what, i, got[i], want[i]);
+      print_error("%s: byte %zu is 0x%02x, expected 0x%02x\n", what, i, got[i],
+                  want[i]);
       break;
     }
   fail();
@@ -192,8 +206,9 @@ static void assert_bytes(const uint8_t *got, const uint8_t *want, size_t n, cons
 /* Encode the group given by vals (zero-padded) and compare with the bytes
  * built from the expected scale and the first n expected codes (the rest
  * the zero code). */
-static void check_group(qcoll_quant_t fmt, const float *vals, int n, uint32_t scale,
-                        const uint32_t *want_codes, const char *what) {
+static void check_group(qcoll_quant_t fmt, const float *vals, int n,
+                        uint32_t scale, const uint32_t *want_codes,
+                        const char *what) {
   float g[G];
   uint32_t codes[G];
   uint8_t got[QCOLL_CODEC_MAX_GROUP_BYTES], want[QCOLL_CODEC_MAX_GROUP_BYTES];
@@ -208,7 +223,8 @@ static void check_group(qcoll_quant_t fmt, const float *vals, int n, uint32_t sc
   assert_bytes(got, want, model_group_bytes(fmt), label);
 }
 
-/* ---- sizes ---------------------------------------------------------------- */
+/* ---- sizes ----------------------------------------------------------------
+ */
 
 static void test_sizes(void **state) {
   (void)state;
@@ -228,16 +244,19 @@ static void test_sizes(void **state) {
   assert_int_equal(qcoll__codec_encoded_bytes(INT6, 33), 56);
   assert_int_equal(qcoll__codec_encoded_bytes(INT4, 1024), 32 * 20);
   assert_int_equal(qcoll__codec_encoded_bytes(INT8, 1000), 32 * 36);
-  for (size_t i = 0; i < 4; i++) assert_int_equal(qcoll__codec_group_bytes(ALL_FORMATS[i]) % 4, 0);
+  for (size_t i = 0; i < 4; i++)
+    assert_int_equal(qcoll__codec_group_bytes(ALL_FORMATS[i]) % 4, 0);
 }
 
-/* ---- crafted groups, literal bytes ---------------------------------------- */
+/* ---- crafted groups, literal bytes ----------------------------------------
+ */
 
 static void test_all_zero_bytes(void **state) {
   (void)state;
   float g[G];
   uint8_t out[QCOLL_CODEC_MAX_GROUP_BYTES], want[QCOLL_CODEC_MAX_GROUP_BYTES];
-  for (int i = 0; i < G; i++) g[i] = (i & 1) ? -0.0f : 0.0f; /* -0 is zero too */
+  for (int i = 0; i < G; i++)
+    g[i] = (i & 1) ? -0.0f : 0.0f; /* -0 is zero too */
 
   memset(want, 0, sizeof want);
   memset(want + 4, 0x7f, 32); /* INT8: code 127 */
@@ -282,7 +301,8 @@ static void test_all_equal_bytes(void **state) {
     assert_bytes(out, want, 36, "equal INT8");
 
     for (int k = 0; k < 8; k++) { /* INT6: 4 codes 62 = 0xfbefbe */
-      want[4 + 3 * k] = sign > 0 ? 0xbe : 0, want[5 + 3 * k] = sign > 0 ? 0xef : 0;
+      want[4 + 3 * k] = sign > 0 ? 0xbe : 0,
+                   want[5 + 3 * k] = sign > 0 ? 0xef : 0;
       want[6 + 3 * k] = sign > 0 ? 0xfb : 0;
     }
     qcoll__codec_encode_group(INT6, g, out);
@@ -327,11 +347,14 @@ static void test_outlier_bytes(void **state) {
  * +-2.5 -> +-2, +-3.5 -> +-4, +-0.5 -> 0, 1.5 -> 2, R - 0.5 -> R - 1. */
 static void test_ties_int_bytes(void **state) {
   (void)state;
-  const float v8[] = {127, 2.5f, 3.5f, -2.5f, -3.5f, 0.5f, -0.5f, 1.5f, 126.5f, -126.5f};
+  const float v8[] = {127,  2.5f,  3.5f, -2.5f,  -3.5f,
+                      0.5f, -0.5f, 1.5f, 126.5f, -126.5f};
   const uint32_t c8[] = {254, 129, 131, 125, 123, 127, 127, 129, 253, 1};
-  const float v6[] = {31, 2.5f, 3.5f, -2.5f, -3.5f, 0.5f, -0.5f, 1.5f, 30.5f, -30.5f};
+  const float v6[] = {31,   2.5f,  3.5f, -2.5f, -3.5f,
+                      0.5f, -0.5f, 1.5f, 30.5f, -30.5f};
   const uint32_t c6[] = {62, 33, 35, 29, 27, 31, 31, 33, 61, 1};
-  const float v4[] = {7, 2.5f, 3.5f, -2.5f, -3.5f, 0.5f, -0.5f, 1.5f, 6.5f, -6.5f};
+  const float v4[] = {7,    2.5f,  3.5f, -2.5f, -3.5f,
+                      0.5f, -0.5f, 1.5f, 6.5f,  -6.5f};
   const uint32_t c4[] = {14, 9, 11, 5, 3, 7, 7, 9, 13, 1};
   check_group(INT8, v8, 10, bitsf(127.0f), c8, "ties");
   check_group(INT6, v6, 10, bitsf(31.0f), c6, "ties");
@@ -348,7 +371,8 @@ static void test_ties_int_bytes(void **state) {
     qcoll__codec_encode_group(fmts[f], g, out);
     qcoll__codec_decode_group(fmts[f], out, back);
     for (int i = 0; i < 10; i++)
-      assert_true(back[i] == (float)((int)codes[f][i] - (int)model_range(fmts[f])));
+      assert_true(back[i] ==
+                  (float)((int)codes[f][i] - (int)model_range(fmts[f])));
   }
 }
 
@@ -360,9 +384,11 @@ static void test_ties_int_bytes(void **state) {
  * the smallest normal (0x08). */
 static void test_ties_fp8_bytes(void **state) {
   (void)state;
-  const float v[] = {448.0f,   1.0625f,  1.1875f,  432.0f,    232.0f,   0x1p-10f,
-                     0x3p-10f, -1.0625f, 0x5p-10f, 0x11p-10f, 0xfp-10f, -448.0f};
-  const uint32_t c[] = {0x7e, 0x38, 0x3a, 0x7e, 0x76, 0x00, 0x02, 0xb8, 0x02, 0x08, 0x08, 0xfe};
+  const float v[] = {448.0f,   1.0625f,   1.1875f,  432.0f,
+                     232.0f,   0x1p-10f,  0x3p-10f, -1.0625f,
+                     0x5p-10f, 0x11p-10f, 0xfp-10f, -448.0f};
+  const uint32_t c[] = {0x7e, 0x38, 0x3a, 0x7e, 0x76, 0x00,
+                        0x02, 0xb8, 0x02, 0x08, 0x08, 0xfe};
   check_group(FP8, v, 12, bitsf(448.0f), c, "ties");
   /* every e4m3 value except NaN decodes to itself with step 1 */
   for (uint32_t b = 0; b < 256; b++) {
@@ -433,15 +459,18 @@ static void test_largest_f16_bytes(void **state) {
 static void test_tiny_amax_bytes(void **state) {
   (void)state;
   const float vn[] = {0x1p-126f, -0x1p-126f, 0x1p-127f, 0x1p-149f};
-  const uint32_t n8[] = {0xfe, 0x00, 0xbf, 0x7f}, n6[] = {0x3e, 0x00, 0x2f, 0x1f};
-  const uint32_t n4[] = {0x0e, 0x00, 0x0b, 0x07}, nf[] = {0x7e, 0xfe, 0x76, 0x00};
+  const uint32_t n8[] = {0xfe, 0x00, 0xbf, 0x7f},
+                 n6[] = {0x3e, 0x00, 0x2f, 0x1f};
+  const uint32_t n4[] = {0x0e, 0x00, 0x0b, 0x07},
+                 nf[] = {0x7e, 0xfe, 0x76, 0x00};
   check_group(INT8, vn, 4, 0x00800000u, n8, "FLT_MIN");
   check_group(INT6, vn, 4, 0x00800000u, n6, "FLT_MIN");
   check_group(INT4, vn, 4, 0x00800000u, n4, "FLT_MIN");
   check_group(FP8, vn, 4, 0x00800000u, nf, "FLT_MIN");
 
   const float vs[] = {0x1p-149f, -0x1p-149f};
-  const uint32_t s8[] = {254, 0}, s6[] = {62, 0}, s4[] = {14, 0}, sf[] = {0x7e, 0xfe};
+  const uint32_t s8[] = {254, 0}, s6[] = {62, 0}, s4[] = {14, 0},
+                 sf[] = {0x7e, 0xfe};
   check_group(INT8, vs, 2, 0x00000001u, s8, "2^-149");
   check_group(INT6, vs, 2, 0x00000001u, s6, "2^-149");
   check_group(INT4, vs, 2, 0x00000001u, s4, "2^-149");
@@ -491,8 +520,10 @@ static void test_tiny_amax_bytes(void **state) {
 static void test_negative_amax_bytes(void **state) {
   (void)state;
   const float v[] = {-5.0f, 4.0f, -2.0f, 1.25f};
-  const uint32_t i8[] = {0x00, 0xe5, 0x4c, 0x9f}, i6[] = {0x00, 0x38, 0x13, 0x27};
-  const uint32_t i4[] = {0x00, 0x0d, 0x04, 0x09}, f8[] = {0xfe, 0x7b, 0xf3, 0x6e};
+  const uint32_t i8[] = {0x00, 0xe5, 0x4c, 0x9f},
+                 i6[] = {0x00, 0x38, 0x13, 0x27};
+  const uint32_t i4[] = {0x00, 0x0d, 0x04, 0x09},
+                 f8[] = {0xfe, 0x7b, 0xf3, 0x6e};
   check_group(INT8, v, 4, 0x40a00000u, i8, "negative amax");
   check_group(INT6, v, 4, 0x40a00000u, i6, "negative amax");
   check_group(INT4, v, 4, 0x40a00000u, i4, "negative amax");
@@ -516,11 +547,13 @@ static void test_nonfinite_policy(void **state) {
         qcoll__codec_encode(fmt, in, 2 * G, out);
         uint8_t want[QCOLL_CODEC_MAX_GROUP_BYTES];
         uint32_t codes[G];
-        for (int i = 0; i < G; i++) codes[i] = fmt == FP8 ? 0 : model_range(fmt);
+        for (int i = 0; i < G; i++)
+          codes[i] = fmt == FP8 ? 0 : model_range(fmt);
         model_pack(fmt, QCOLL_CODEC_NAN_BITS, codes, want);
         assert_bytes(out, want, model_group_bytes(fmt), "non-finite group");
         qcoll__codec_decode(fmt, out, 2 * G, back);
-        for (int i = 0; i < G; i++) assert_int_equal(bitsf(back[i]), QCOLL_CODEC_NAN_BITS);
+        for (int i = 0; i < G; i++)
+          assert_int_equal(bitsf(back[i]), QCOLL_CODEC_NAN_BITS);
         for (int i = G; i < 2 * G; i++) assert_true(isfinite(back[i]));
       }
   }
@@ -550,7 +583,8 @@ static void test_amax_exact(void **state) {
       checked++;
     }
   }
-  print_message("amax -> +-R exactly for %ld random amax values (4 formats)\n", checked);
+  print_message("amax -> +-R exactly for %ld random amax values (4 formats)\n",
+                checked);
 }
 
 /* ---- the implementation equals the independent model ------------------- */
@@ -567,42 +601,44 @@ typedef enum gen_kind {
 /* Random groups: Gaussian at a random scale 2^-150..2^120; Gaussian with
  * rare outliers (x1000..x2^20); arbitrary finite bit patterns; exact ties
  * (amax = R 2^k, elements (m + 1/2) 2^k); tiny (subnormal) groups. */
-static void gen_group(rng_t *r, gen_kind_t kind, qcoll_quant_t fmt, float g[G]) {
+static void gen_group(rng_t *r, gen_kind_t kind, qcoll_quant_t fmt,
+                      float g[G]) {
   int e = (int)(rng_next(r) % 271) - 150;
   switch (kind) {
-  case GEN_GAUSS:
-    for (int i = 0; i < G; i++) g[i] = (float)ldexp(rng_gauss(r), e);
-    break;
-  case GEN_OUTLIER:
-    for (int i = 0; i < G; i++) {
-      double x = rng_gauss(r);
-      if (rng_next(r) % 64 == 0) x *= ldexp(1000.0, (int)(rng_next(r) % 11));
-      g[i] = (float)x;
+    case GEN_GAUSS:
+      for (int i = 0; i < G; i++) g[i] = (float)ldexp(rng_gauss(r), e);
+      break;
+    case GEN_OUTLIER:
+      for (int i = 0; i < G; i++) {
+        double x = rng_gauss(r);
+        if (rng_next(r) % 64 == 0) x *= ldexp(1000.0, (int)(rng_next(r) % 11));
+        g[i] = (float)x;
+      }
+      break;
+    case GEN_BITS:
+      for (int i = 0; i < G; i++) {
+        uint32_t u;
+        do u = (uint32_t)rng_next(r);
+        while ((u & 0x7f800000u) == 0x7f800000u);
+        g[i] = fbits(u);
+      }
+      break;
+    case GEN_TIES: {
+      int k = (int)(rng_next(r) % 200) - 100;
+      double R = model_range(fmt);
+      for (int i = 0; i < G; i++) {
+        double m = (double)(rng_next(r) % (uint64_t)(2 * R)) - R + 0.5;
+        g[i] = (float)ldexp(m, k);
+      }
+      g[rng_next(r) % G] = (float)ldexp(rng_next(r) & 1 ? R : -R, k);
+      break;
     }
-    break;
-  case GEN_BITS:
-    for (int i = 0; i < G; i++) {
-      uint32_t u;
-      do u = (uint32_t)rng_next(r);
-      while ((u & 0x7f800000u) == 0x7f800000u);
-      g[i] = fbits(u);
-    }
-    break;
-  case GEN_TIES: {
-    int k = (int)(rng_next(r) % 200) - 100;
-    double R = model_range(fmt);
-    for (int i = 0; i < G; i++) {
-      double m = (double)(rng_next(r) % (uint64_t)(2 * R)) - R + 0.5;
-      g[i] = (float)ldexp(m, k);
-    }
-    g[rng_next(r) % G] = (float)ldexp(rng_next(r) & 1 ? R : -R, k);
-    break;
-  }
-  case GEN_TINY:
-    for (int i = 0; i < G; i++)
-      g[i] = fbits((uint32_t)(rng_next(r) % 0x01000000u) | (uint32_t)(rng_next(r) & 1) << 31);
-    break;
-  default: break;
+    case GEN_TINY:
+      for (int i = 0; i < G; i++)
+        g[i] = fbits((uint32_t)(rng_next(r) % 0x01000000u) |
+                     (uint32_t)(rng_next(r) & 1) << 31);
+      break;
+    default: break;
   }
 }
 
@@ -616,28 +652,33 @@ static void test_matches_model(void **state) {
     for (int kind = 0; kind < GEN_KINDS; kind++)
       for (int k = 0; k < 4000; k++) {
         float g[G], back[G], want_back[G];
-        uint8_t got[QCOLL_CODEC_MAX_GROUP_BYTES], want[QCOLL_CODEC_MAX_GROUP_BYTES];
+        uint8_t got[QCOLL_CODEC_MAX_GROUP_BYTES],
+            want[QCOLL_CODEC_MAX_GROUP_BYTES];
         gen_group(&rng, (gen_kind_t)kind, fmt, g);
         qcoll__codec_encode_group(fmt, g, got);
         model_encode(fmt, g, want);
         assert_bytes(got, want, gb, fmt_name(fmt));
         qcoll__codec_decode_group(fmt, got, back);
         model_decode(fmt, got, want_back);
-        for (int i = 0; i < G; i++) assert_int_equal(bitsf(back[i]), bitsf(want_back[i]));
+        for (int i = 0; i < G; i++)
+          assert_int_equal(bitsf(back[i]), bitsf(want_back[i]));
         groups++;
       }
   }
-  print_message("%ld random groups: bytes and decoded bits equal the model\n", groups);
+  print_message("%ld random groups: bytes and decoded bits equal the model\n",
+                groups);
 }
 
 /* ---- error bounds ------------------------------------------------------- */
 
 /* The bounds of codec.h; see the derivation there. */
 static double bound_slack(qcoll_quant_t fmt, double x, double amax) {
-  return (fmt == FP8 ? fabs(x) + amax : amax) * ldexp(1.0, -21) + ldexp(1.0, -149);
+  return (fmt == FP8 ? fabs(x) + amax : amax) * ldexp(1.0, -21) +
+         ldexp(1.0, -149);
 }
 static double bound(qcoll_quant_t fmt, double x, double amax) {
-  if (fmt != FP8) return amax / (2.0 * model_range(fmt)) + bound_slack(fmt, x, amax);
+  if (fmt != FP8)
+    return amax / (2.0 * model_range(fmt)) + bound_slack(fmt, x, amax);
   double rel = fabs(x) * ldexp(1.0, -4), sub = amax / 448.0 * ldexp(1.0, -10);
   return (rel > sub ? rel : sub) + bound_slack(fmt, x, amax);
 }
@@ -664,20 +705,25 @@ static void test_roundtrip_bounds(void **state) {
           double err = fabs((double)g[i] - back[i]);
           double b = bound(fmt, g[i], amax);
           if (!(err <= b)) {
-            print_error("%s: x=%a amax=%a decoded=%a err=%g > bound %g\n", fmt_name(fmt),
-                        (double)g[i], amax, (double)back[i], err, b);
+            print_error("%s: x=%a amax=%a decoded=%a err=%g > bound %g\n",
+                        fmt_name(fmt), (double)g[i], amax, (double)back[i], err,
+                        b);
             fail();
           }
           double main_term = b - bound_slack(fmt, g[i], amax);
-          if (main_term > 0 && err / main_term > worst_all) worst_all = err / main_term;
-          if (main_term > 0 && amax >= 0x1p-90 && err / main_term > worst) worst = err / main_term;
+          if (main_term > 0 && err / main_term > worst_all)
+            worst_all = err / main_term;
+          if (main_term > 0 && amax >= 0x1p-90 && err / main_term > worst)
+            worst = err / main_term;
           assert_true(fabs(back[i]) <= amax);
           n++;
         }
       }
     print_message(
-        "%-4s round trip: %ld values within the bound; worst error / (half a step or "
-        "half an e4m3 ulp) = %.7f (amax >= 2^-90), %.3f (all, subnormal outputs "
+        "%-4s round trip: %ld values within the bound; worst error / (half a "
+        "step or "
+        "half an e4m3 ulp) = %.7f (amax >= 2^-90), %.3f (all, subnormal "
+        "outputs "
         "round to 2^-149)\n",
         fmt_name(fmt), n, worst, worst_all);
   }
@@ -694,17 +740,20 @@ static void test_buffers(void **state) {
     size_t gb = model_group_bytes(fmt);
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
       size_t n = sizes[s], groups = (n + G - 1) / G;
-      float *in = malloc(groups * G * sizeof(float)), *back = malloc((n + 4) * sizeof(float));
+      float *in = malloc(groups * G * sizeof(float)),
+            *back = malloc((n + 4) * sizeof(float));
       uint8_t *out = malloc(groups * gb + 8), want[QCOLL_CODEC_MAX_GROUP_BYTES];
       assert_non_null(in), assert_non_null(back), assert_non_null(out);
-      for (size_t i = 0; i < groups * G; i++) in[i] = i < n ? (float)rng_gauss(&rng) : 0.0f;
+      for (size_t i = 0; i < groups * G; i++)
+        in[i] = i < n ? (float)rng_gauss(&rng) : 0.0f;
       memset(out, 0xcc, groups * gb + 8);
       qcoll__codec_encode(fmt, in, n, out);
       for (size_t g = 0; g < groups; g++) { /* = zero-padded groups */
         model_encode(fmt, in + g * G, want);
         assert_bytes(out + g * gb, want, gb, "buffer group");
       }
-      for (size_t i = 0; i < 8; i++) assert_int_equal(out[groups * gb + i], 0xcc);
+      for (size_t i = 0; i < 8; i++)
+        assert_int_equal(out[groups * gb + i], 0xcc);
       for (size_t i = 0; i < n + 4; i++) back[i] = 12345.0f;
       qcoll__codec_decode(fmt, out, n, back);
       for (size_t g = 0; g < groups; g++) {
@@ -729,7 +778,8 @@ static void test_warp_recipe(void **state) {
     for (int k = 0; k < 2000; k++) {
       float g[G];
       uint32_t lane_bits[G], c[G], w[G];
-      uint8_t warp[QCOLL_CODEC_MAX_GROUP_BYTES], ref[QCOLL_CODEC_MAX_GROUP_BYTES];
+      uint8_t warp[QCOLL_CODEC_MAX_GROUP_BYTES],
+          ref[QCOLL_CODEC_MAX_GROUP_BYTES];
       gen_group(&rng, (gen_kind_t)(k % GEN_KINDS), fmt, g);
       memset(warp, 0xee, sizeof warp);
       uint32_t amax_bits = 0;
@@ -742,26 +792,30 @@ static void test_warp_recipe(void **state) {
       for (int l = 0; l < G; l++) c[l] = qcoll__codec_encode_lane(fmt, g[l], s);
       uint8_t *codes = warp + 4;
       if (fmt == INT4) {
-        for (int l = 0; l < G; l += 2) codes[l >> 1] = (uint8_t)(c[l] | c[l + 1] << 4);
+        for (int l = 0; l < G; l += 2)
+          codes[l >> 1] = (uint8_t)(c[l] | c[l + 1] << 4);
       } else if (fmt == INT6) {
         for (int l = 0; l < G; l++) w[l] = c[l] << (6 * (l & 3));
         uint32_t w1[G], w2[G];
-        for (int l = 0; l < G; l++) w1[l] = w[l] | w[l ^ 1];   /* shuffle xor 1 */
-        for (int l = 0; l < G; l++) w2[l] = w1[l] | w1[l ^ 2]; /* shuffle xor 2 */
+        for (int l = 0; l < G; l++) w1[l] = w[l] | w[l ^ 1]; /* shuffle xor 1 */
         for (int l = 0; l < G; l++)
-          if ((l & 3) != 3) codes[3 * (l >> 2) + (l & 3)] = (uint8_t)(w2[l] >> (8 * (l & 3)));
+          w2[l] = w1[l] | w1[l ^ 2]; /* shuffle xor 2 */
+        for (int l = 0; l < G; l++)
+          if ((l & 3) != 3)
+            codes[3 * (l >> 2) + (l & 3)] = (uint8_t)(w2[l] >> (8 * (l & 3)));
       } else {
         for (int l = 0; l < G; l++) codes[l] = (uint8_t)c[l];
       }
       qcoll__codec_encode_group(fmt, g, ref);
       assert_bytes(warp, ref, model_group_bytes(fmt), "warp recipe");
-      qcoll__codec_dec_t d = qcoll__codec_dec_scale(fmt, qcoll__codec_load_scale(ref));
+      qcoll__codec_dec_t d =
+          qcoll__codec_dec_scale(fmt, qcoll__codec_load_scale(ref));
       float back[G];
       qcoll__codec_decode_group(fmt, ref, back);
       for (int l = 0; l < G; l++)
-        assert_int_equal(
-            bitsf(qcoll__codec_decode_lane(fmt, qcoll__codec_unpack_one(fmt, ref + 4, l), d)),
-            bitsf(back[l]));
+        assert_int_equal(bitsf(qcoll__codec_decode_lane(
+                             fmt, qcoll__codec_unpack_one(fmt, ref + 4, l), d)),
+                         bitsf(back[l]));
     }
   }
 }
@@ -777,7 +831,8 @@ static double rms(const float *y, const double *ref, size_t n) {
 /* Paired comparison of squared errors: z = mean(d) / (sd(d) / sqrt(n)) with
  * d_i = (a_i - ref_i)^2 - (b_i - ref_i)^2.  z < 0: a is more accurate;
  * |z| < 3: the difference is within the sampling noise of n values. */
-static double paired_z(const float *a, const float *b, const double *ref, size_t n) {
+static double paired_z(const float *a, const float *b, const double *ref,
+                       size_t n) {
   double sum = 0, sum2 = 0;
   for (size_t i = 0; i < n; i++) {
     double ea = a[i] - ref[i], eb = b[i] - ref[i], d = ea * ea - eb * eb;
@@ -791,44 +846,56 @@ static double paired_z(const float *a, const float *b, const double *ref, size_t
 /* Gaussian inputs that are exact in the input type (f16 or bf16), as the
  * comparison scheme's callers would pass them. */
 typedef struct scheme_tally {
-  int strictly_worse;       /* cases where qcoll's RMS error exceeded the comparison's */
+  int strictly_worse; /* cases where qcoll's RMS error exceeded the comparison's
+                       */
   int significantly_worse;  /* ... by more than the sampling noise (z > 3) */
-  int int8_bf16_not_better; /* INT8 with bf16 accumulation: not better by z < -3 */
+  int int8_bf16_not_better; /* INT8 with bf16 accumulation: not better by z < -3
+                             */
 } scheme_tally_t;
 
-static void scheme_case(ref_acc_t acc, int nranks, size_t n, uint64_t seed, scheme_tally_t *tally) {
+static void scheme_case(ref_acc_t acc, int nranks, size_t n, uint64_t seed,
+                        scheme_tally_t *tally) {
   rng_t rng = {seed};
   float **in = malloc((size_t)nranks * sizeof(float *));
   float *outq = malloc(n * sizeof(float)), *outc = malloc(n * sizeof(float));
   float *outq_rounded = malloc(n * sizeof(float));
   double *ref = malloc(n * sizeof(double));
-  assert_non_null(in), assert_non_null(outq), assert_non_null(outc), assert_non_null(ref);
+  assert_non_null(in), assert_non_null(outq), assert_non_null(outc),
+      assert_non_null(ref);
   assert_non_null(outq_rounded);
   for (int r = 0; r < nranks; r++) {
     in[r] = malloc(n * sizeof(float));
     assert_non_null(in[r]);
-    for (size_t i = 0; i < n; i++) in[r][i] = ref_round_acc(acc, (float)rng_gauss(&rng));
+    for (size_t i = 0; i < n; i++)
+      in[r][i] = ref_round_acc(acc, (float)rng_gauss(&rng));
   }
   ref_scheme_exact(nranks, n, (const float *const *)in, ref);
   for (size_t f = 0; f < 4; f++) {
     qcoll_quant_t fmt = ALL_FORMATS[f];
-    assert_int_equal(ref_scheme_qcoll(fmt, nranks, n, (const float *const *)in, outq), 0);
-    assert_int_equal(ref_scheme_compare(fmt, acc, nranks, n, (const float *const *)in, outc), 0);
+    assert_int_equal(
+        ref_scheme_qcoll(fmt, nranks, n, (const float *const *)in, outq), 0);
+    assert_int_equal(
+        ref_scheme_compare(fmt, acc, nranks, n, (const float *const *)in, outc),
+        0);
     /* qcoll's result stored in the callers' type, as an f16/bf16 all-reduce
      * would return it */
-    for (size_t i = 0; i < n; i++) outq_rounded[i] = ref_round_acc(acc, outq[i]);
-    double eq = rms(outq, ref, n), eqr = rms(outq_rounded, ref, n), ec = rms(outc, ref, n);
+    for (size_t i = 0; i < n; i++)
+      outq_rounded[i] = ref_round_acc(acc, outq[i]);
+    double eq = rms(outq, ref, n), eqr = rms(outq_rounded, ref, n),
+           ec = rms(outc, ref, n);
     double z = paired_z(outq_rounded, outc, ref, n);
     int strictly_worse = !(eq <= ec && eqr <= ec);
     print_message(
-        "%-4s %s ranks=%d  rms error: qcoll %.5e  qcoll->%s %.5e  comparison %.5e  "
+        "%-4s %s ranks=%d  rms error: qcoll %.5e  qcoll->%s %.5e  comparison "
+        "%.5e  "
         "ratio %.4f  z %+6.1f%s\n",
         fmt_name(fmt), acc == REF_ACC_F16 ? "f16 " : "bf16", nranks, eq,
         acc == REF_ACC_F16 ? "f16 " : "bf16", eqr, ec, eqr / ec, z,
         strictly_worse ? "  (qcoll larger)" : "");
     tally->strictly_worse += strictly_worse;
     tally->significantly_worse += z > 3;
-    if (fmt == INT8 && acc == REF_ACC_BF16) tally->int8_bf16_not_better += !(z < -3);
+    if (fmt == INT8 && acc == REF_ACC_BF16)
+      tally->int8_bf16_not_better += !(z < -3);
 
     /* Per element: phase-1 errors of every rank plus the phase-2 error of
      * the f32 sum (the bound of codec.h, with that group's amax), plus the
@@ -851,10 +918,12 @@ static void scheme_case(ref_acc_t acc, int nranks, size_t n, uint64_t seed, sche
       for (size_t i = 0; i < len; i++) amax_s = fmax(amax_s, fabs(s[i]));
       for (size_t i = 0; i < len; i++) {
         double b = bound(fmt, s[i], amax_s) + nranks * ldexp(sum_abs[i], -24);
-        for (int r = 0; r < nranks; r++) b += bound(fmt, in[r][g0 + i], amax_r[r]);
+        for (int r = 0; r < nranks; r++)
+          b += bound(fmt, in[r][g0 + i], amax_r[r]);
         double err = fabs(outq[g0 + i] - ref[g0 + i]);
         if (!(err <= b)) {
-          print_error("%s: element %zu error %g > bound %g\n", fmt_name(fmt), g0 + i, err, b);
+          print_error("%s: element %zu error %g > bound %g\n", fmt_name(fmt),
+                      g0 + i, err, b);
           fail();
         }
       }
@@ -876,10 +945,13 @@ static void test_scheme_accuracy(void **state) {
   (void)state;
   scheme_tally_t t = {0, 0, 0};
   const int ranks[] = {2, 4, 8};
-  for (size_t k = 0; k < 3; k++) scheme_case(REF_ACC_F16, ranks[k], 1 << 16, 11 + k, &t);
-  for (size_t k = 0; k < 3; k++) scheme_case(REF_ACC_BF16, ranks[k], 1 << 16, 21 + k, &t);
-  print_message("cases with qcoll's rms error larger: %d of 24 (all within noise: %s)\n",
-                t.strictly_worse, t.significantly_worse ? "no" : "yes");
+  for (size_t k = 0; k < 3; k++)
+    scheme_case(REF_ACC_F16, ranks[k], 1 << 16, 11 + k, &t);
+  for (size_t k = 0; k < 3; k++)
+    scheme_case(REF_ACC_BF16, ranks[k], 1 << 16, 21 + k, &t);
+  print_message(
+      "cases with qcoll's rms error larger: %d of 24 (all within noise: %s)\n",
+      t.strictly_worse, t.significantly_worse ? "no" : "yes");
   assert_int_equal(t.significantly_worse, 0);
   assert_int_equal(t.int8_bf16_not_better, 0);
 }
@@ -891,7 +963,8 @@ static void test_scheme_accuracy(void **state) {
 static void test_scheme_exact_sums(void **state) {
   (void)state;
   enum { N = 8, LEN = 32 * 40 + 7 };
-  static const float fp8_vals[] = {0, 1, -1, 2, -3, 4, 5, -6, 7, 8, -9, 10, 12, -14, 16, 448, -448};
+  static const float fp8_vals[] = {0, 1,  -1, 2,  -3,  4,  5,   -6,  7,
+                                   8, -9, 10, 12, -14, 16, 448, -448};
   float *in[N], out[LEN], outc[LEN], v[LEN];
   for (size_t f = 0; f < 4; f++) {
     qcoll_quant_t fmt = ALL_FORMATS[f];
@@ -904,8 +977,10 @@ static void test_scheme_exact_sums(void **state) {
       if (i % G == 5) v[i] = (float)((i / G) & 1 ? R : -R);
     }
     for (int r = 0; r < N; r++) in[r] = v;
-    assert_int_equal(ref_scheme_qcoll(fmt, N, LEN, (const float *const *)in, out), 0);
-    assert_int_equal(ref_scheme_compare(fmt, REF_ACC_F16, N, LEN, (const float *const *)in, outc),
+    assert_int_equal(
+        ref_scheme_qcoll(fmt, N, LEN, (const float *const *)in, out), 0);
+    assert_int_equal(ref_scheme_compare(fmt, REF_ACC_F16, N, LEN,
+                                        (const float *const *)in, outc),
                      0);
     for (int i = 0; i < LEN; i++) {
       assert_true(out[i] == 8 * v[i]);

@@ -22,8 +22,8 @@
 
 #define G QCOLL_CODEC_GROUP
 
-static const qcoll_quant_t FORMATS[] = {QCOLL_QUANT_INT8, QCOLL_QUANT_INT6, QCOLL_QUANT_INT4,
-                                        QCOLL_QUANT_FP8};
+static const qcoll_quant_t FORMATS[] = {QCOLL_QUANT_INT8, QCOLL_QUANT_INT6,
+                                        QCOLL_QUANT_INT4, QCOLL_QUANT_FP8};
 static const char *const FORMAT_NAMES[] = {"INT8", "INT6", "INT4", "FP8"};
 
 static uint64_t rng_next(uint64_t *s) { /* splitmix64 */
@@ -48,39 +48,44 @@ static void fill(float *x, size_t n, uint32_t range, uint64_t seed) {
       float v;
       uint32_t u;
       switch (kind) {
-      case 0: v = (float)ldexp(rng_gauss(&s), e); break;
-      case 1: v = (float)(rng_gauss(&s) * (rng_next(&s) % 64 ? 1.0 : 1e6)); break;
-      case 2:
-        do u = (uint32_t)rng_next(&s);
-        while ((u & 0x7f800000u) == 0x7f800000u);
-        memcpy(&v, &u, 4);
-        break;
-      case 3: /* ties: (m + 1/2) 2^k with amax R 2^k */
-        v = (float)ldexp((double)(rng_next(&s) % (2 * range)) - range + 0.5, e / 2);
-        if (i == 7) v = (float)ldexp((double)range, e / 2);
-        break;
-      case 4: /* subnormal */
-        u = (uint32_t)(rng_next(&s) % 0x00800000u) | (uint32_t)(rng_next(&s) & 1) << 31;
-        memcpy(&v, &u, 4);
-        break;
-      case 5: /* one inf or NaN in the group */
-        v = (float)rng_gauss(&s);
-        if (i == (size_t)(g0 / G) % len) v = (g0 / G) & 1 ? INFINITY : NAN;
-        break;
-      default: v = 0.0f; break; /* all zero */
+        case 0: v = (float)ldexp(rng_gauss(&s), e); break;
+        case 1:
+          v = (float)(rng_gauss(&s) * (rng_next(&s) % 64 ? 1.0 : 1e6));
+          break;
+        case 2:
+          do u = (uint32_t)rng_next(&s);
+          while ((u & 0x7f800000u) == 0x7f800000u);
+          memcpy(&v, &u, 4);
+          break;
+        case 3: /* ties: (m + 1/2) 2^k with amax R 2^k */
+          v = (float)ldexp((double)(rng_next(&s) % (2 * range)) - range + 0.5,
+                           e / 2);
+          if (i == 7) v = (float)ldexp((double)range, e / 2);
+          break;
+        case 4: /* subnormal */
+          u = (uint32_t)(rng_next(&s) % 0x00800000u) |
+              (uint32_t)(rng_next(&s) & 1) << 31;
+          memcpy(&v, &u, 4);
+          break;
+        case 5: /* one inf or NaN in the group */
+          v = (float)rng_gauss(&s);
+          if (i == (size_t)(g0 / G) % len) v = (g0 / G) & 1 ? INFINITY : NAN;
+          break;
+        default: v = 0.0f; break; /* all zero */
       }
       x[g0 + i] = v;
     }
   }
 }
 
-#define CUDA_OK(call)                                                                    \
-  do {                                                                                   \
-    cudaError_t e_ = (cudaError_t)(call);                                                \
-    if (e_ != cudaSuccess) {                                                             \
-      print_error("%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      fail();                                                                            \
-    }                                                                                    \
+#define CUDA_OK(call)                                           \
+  do {                                                          \
+    cudaError_t e_ = (cudaError_t)(call);                       \
+    if (e_ != cudaSuccess) {                                    \
+      print_error("%s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
+                  cudaGetErrorString(e_));                      \
+      fail();                                                   \
+    }                                                           \
   } while (0)
 
 static void check_size(size_t n, uint64_t seed) {
@@ -106,29 +111,34 @@ static void check_size(size_t n, uint64_t seed) {
       const char *vname = variant == QCOLL_CODEC_CUDA_WARP ? "warp" : "thread";
       /* encode on the GPU: same bytes */
       CUDA_OK(cudaMemset(d_enc, 0xa5, bytes));
-      CUDA_OK(
-          qcoll__codec_cuda_encode(fmt, (qcoll__codec_cuda_variant_t)variant, d_x, n, d_enc, NULL));
+      CUDA_OK(qcoll__codec_cuda_encode(
+          fmt, (qcoll__codec_cuda_variant_t)variant, d_x, n, d_enc, NULL));
       CUDA_OK(cudaMemcpy(dev_enc, d_enc, bytes, cudaMemcpyDeviceToHost));
       for (size_t i = 0; i < bytes; i++)
         if (dev_enc[i] != host_enc[i]) {
           print_error(
-              "%s %s n=%zu: encoded byte %zu (group %zu) is 0x%02x on the GPU, 0x%02x on "
+              "%s %s n=%zu: encoded byte %zu (group %zu) is 0x%02x on the GPU, "
+              "0x%02x on "
               "the host\n",
-              FORMAT_NAMES[f], vname, n, i, i / qcoll__codec_group_bytes(fmt), dev_enc[i],
-              host_enc[i]);
+              FORMAT_NAMES[f], vname, n, i, i / qcoll__codec_group_bytes(fmt),
+              dev_enc[i], host_enc[i]);
           fail();
         }
       /* decode the host's bytes on the GPU: same floats, bit for bit */
       CUDA_OK(cudaMemcpy(d_enc, host_enc, bytes, cudaMemcpyHostToDevice));
       CUDA_OK(cudaMemset(d_y, 0xff, n * sizeof(float)));
+      CUDA_OK(qcoll__codec_cuda_decode(
+          fmt, (qcoll__codec_cuda_variant_t)variant, d_enc, n, d_y, NULL));
       CUDA_OK(
-          qcoll__codec_cuda_decode(fmt, (qcoll__codec_cuda_variant_t)variant, d_enc, n, d_y, NULL));
-      CUDA_OK(cudaMemcpy(dev_y, d_y, n * sizeof(float), cudaMemcpyDeviceToHost));
+          cudaMemcpy(dev_y, d_y, n * sizeof(float), cudaMemcpyDeviceToHost));
       if (memcmp(dev_y, host_y, n * sizeof(float)) != 0) {
         for (size_t i = 0; i < n; i++)
           if (memcmp(&dev_y[i], &host_y[i], 4) != 0) {
-            print_error("%s %s n=%zu: decoded value %zu is %a on the GPU, %a on the host\n",
-                        FORMAT_NAMES[f], vname, n, i, (double)dev_y[i], (double)host_y[i]);
+            print_error(
+                "%s %s n=%zu: decoded value %zu is %a on the GPU, %a on the "
+                "host\n",
+                FORMAT_NAMES[f], vname, n, i, (double)dev_y[i],
+                (double)host_y[i]);
             break;
           }
         fail();
@@ -150,7 +160,8 @@ static void test_gpu_matches_cpu(void **state) {
     values += sizes[k];
   }
   print_message(
-      "GPU == CPU bit for bit: %zu values x 4 formats x {warp, thread} x {encode, "
+      "GPU == CPU bit for bit: %zu values x 4 formats x {warp, thread} x "
+      "{encode, "
       "decode}\n",
       values);
 }
@@ -158,13 +169,16 @@ static void test_gpu_matches_cpu(void **state) {
 static void test_bad_format(void **state) {
   (void)state;
   assert_int_equal(
-      qcoll__codec_cuda_encode(QCOLL_QUANT_NONE, QCOLL_CODEC_CUDA_WARP, NULL, 32, NULL, NULL),
+      qcoll__codec_cuda_encode(QCOLL_QUANT_NONE, QCOLL_CODEC_CUDA_WARP, NULL,
+                               32, NULL, NULL),
       cudaErrorInvalidValue);
   assert_int_equal(
-      qcoll__codec_cuda_decode(QCOLL_QUANT_DEFAULT, QCOLL_CODEC_CUDA_THREAD, NULL, 32, NULL, NULL),
+      qcoll__codec_cuda_decode(QCOLL_QUANT_DEFAULT, QCOLL_CODEC_CUDA_THREAD,
+                               NULL, 32, NULL, NULL),
       cudaErrorInvalidValue);
   assert_int_equal(
-      qcoll__codec_cuda_encode(QCOLL_QUANT_INT4, QCOLL_CODEC_CUDA_WARP, NULL, 0, NULL, NULL),
+      qcoll__codec_cuda_encode(QCOLL_QUANT_INT4, QCOLL_CODEC_CUDA_WARP, NULL, 0,
+                               NULL, NULL),
       cudaSuccess);
 }
 
@@ -178,7 +192,8 @@ int main(void) {
   }
   struct cudaDeviceProp prop;
   if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess)
-    printf("test_codec_gpu: device 0: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
+    printf("test_codec_gpu: device 0: %s (sm_%d%d)\n", prop.name, prop.major,
+           prop.minor);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_format),
       cmocka_unit_test(test_gpu_matches_cpu),

@@ -39,8 +39,8 @@
 #define G QCOLL_CODEC_GROUP
 #define MAX_RANKS 8
 
-static const qcoll_quant_t FORMATS[] = {QCOLL_QUANT_INT8, QCOLL_QUANT_INT6, QCOLL_QUANT_INT4,
-                                        QCOLL_QUANT_FP8};
+static const qcoll_quant_t FORMATS[] = {QCOLL_QUANT_INT8, QCOLL_QUANT_INT6,
+                                        QCOLL_QUANT_INT4, QCOLL_QUANT_FP8};
 static const qcoll_dtype_t DTYPES[] = {QCOLL_F16, QCOLL_BF16, QCOLL_F32};
 
 /* ---- the simulated ranks ------------------------------------------------ */
@@ -50,8 +50,9 @@ enum { UNWRITTEN = 0, BY_PHASE1 = 1, BY_PHASE2 = 2 };
 typedef struct model {
   int n;
   size_t region_bytes;
-  uint8_t *data[MAX_RANKS];    /* each rank's two data regions */
-  uint8_t *written[MAX_RANKS]; /* per byte: which phase of this launch wrote it */
+  uint8_t *data[MAX_RANKS]; /* each rank's two data regions */
+  uint8_t
+      *written[MAX_RANKS]; /* per byte: which phase of this launch wrote it */
 } model_t;
 
 static void model_init(model_t *m, int n, size_t region_bytes) {
@@ -73,13 +74,14 @@ static void model_free(model_t *m) {
 
 /* Write one group at `offset` of rank's data regions, first time this
  * launch. */
-static void put_group(model_t *m, int rank, size_t offset, const uint8_t *bytes, size_t gb,
-                      int phase) {
+static void put_group(model_t *m, int rank, size_t offset, const uint8_t *bytes,
+                      size_t gb, int phase) {
   assert_true(offset + gb <= 2 * m->region_bytes);
   for (size_t k = 0; k < gb; k++) {
     if (m->written[rank][offset + k] != UNWRITTEN) {
-      print_error("rank %d byte %zu written twice in one launch (phases %d and %d)\n", rank,
-                  offset + k, m->written[rank][offset + k], phase);
+      print_error(
+          "rank %d byte %zu written twice in one launch (phases %d and %d)\n",
+          rank, offset + k, m->written[rank][offset + k], phase);
       fail();
     }
     m->written[rank][offset + k] = (uint8_t)phase;
@@ -88,13 +90,16 @@ static void put_group(model_t *m, int rank, size_t offset, const uint8_t *bytes,
 }
 
 /* The group at `offset` of rank's regions, which `phase` must have written. */
-static const uint8_t *get_group(const model_t *m, int rank, size_t offset, size_t gb, int phase) {
+static const uint8_t *get_group(const model_t *m, int rank, size_t offset,
+                                size_t gb, int phase) {
   assert_true(offset + gb <= 2 * m->region_bytes);
   for (size_t k = 0; k < gb; k++)
     if (m->written[rank][offset + k] != phase) {
-      print_error(
-          "rank %d byte %zu read in phase %d holds %s\n", rank, offset + k, phase + 1,
-          m->written[rank][offset + k] == UNWRITTEN ? "stale data" : "the wrong phase's data");
+      print_error("rank %d byte %zu read in phase %d holds %s\n", rank,
+                  offset + k, phase + 1,
+                  m->written[rank][offset + k] == UNWRITTEN
+                      ? "stale data"
+                      : "the wrong phase's data");
       fail();
     }
   return m->data[rank] + offset;
@@ -112,13 +117,15 @@ typedef struct launch {
   uint8_t *out_hits[MAX_RANKS];
 } launch_t;
 
-static void slot_check(const model_t *m, size_t seg_begin, size_t g, size_t gb) {
+static void slot_check(const model_t *m, size_t seg_begin, size_t g,
+                       size_t gb) {
   size_t slot = qcoll__qlayout_slot_bytes(m->region_bytes, m->n);
   assert_true(qcoll__qlayout_group_offset(g, seg_begin, gb) + gb <= slot);
 }
 
 static void phase1(model_t *m, const launch_t *l) {
-  size_t gb = qcoll__codec_group_bytes(l->fmt), groups = qcoll__codec_groups(l->count);
+  size_t gb = qcoll__codec_group_bytes(l->fmt),
+         groups = qcoll__codec_groups(l->count);
   uint8_t wire[QCOLL_CODEC_MAX_GROUP_BYTES];
   for (int p = 0; p < m->n; p++)
     for (int b = 0; b < l->grid; b++)
@@ -143,7 +150,8 @@ static void phase1(model_t *m, const launch_t *l) {
 }
 
 static void phase2(model_t *m, const launch_t *l) {
-  size_t gb = qcoll__codec_group_bytes(l->fmt), groups = qcoll__codec_groups(l->count);
+  size_t gb = qcoll__codec_group_bytes(l->fmt),
+         groups = qcoll__codec_groups(l->count);
   uint8_t wire[QCOLL_CODEC_MAX_GROUP_BYTES];
   for (int s = 0; s < m->n; s++)
     for (int b = 0; b < l->grid; b++) {
@@ -154,8 +162,10 @@ static void phase2(model_t *m, const launch_t *l) {
         size_t at = qcoll__qlayout_group_offset(g, sb, gb);
         float acc[G], dec[G];
         for (int p = 0; p < m->n; p++) { /* rank order */
-          size_t off = qcoll__qlayout_slot_offset(m->region_bytes, m->n, 0, p) + at;
-          qcoll__codec_decode_group(l->fmt, get_group(m, s, off, gb, BY_PHASE1), dec);
+          size_t off =
+              qcoll__qlayout_slot_offset(m->region_bytes, m->n, 0, p) + at;
+          qcoll__codec_decode_group(l->fmt, get_group(m, s, off, gb, BY_PHASE1),
+                                    dec);
           for (int lane = 0; lane < G; lane++)
             acc[lane] = p == 0 ? dec[lane] : acc[lane] + dec[lane];
         }
@@ -163,14 +173,17 @@ static void phase2(model_t *m, const launch_t *l) {
           if (g * G + (size_t)lane >= l->count) acc[lane] = 0.0f;
         qcoll__codec_encode_group(l->fmt, acc, wire);
         for (int q = 0; q < m->n; q++)
-          put_group(m, q, qcoll__qlayout_slot_offset(m->region_bytes, m->n, 1, s) + at, wire, gb,
-                    BY_PHASE2);
+          put_group(
+              m, q,
+              qcoll__qlayout_slot_offset(m->region_bytes, m->n, 1, s) + at,
+              wire, gb, BY_PHASE2);
       }
     }
 }
 
 static void phase3(model_t *m, const launch_t *l) {
-  size_t gb = qcoll__codec_group_bytes(l->fmt), groups = qcoll__codec_groups(l->count);
+  size_t gb = qcoll__codec_group_bytes(l->fmt),
+         groups = qcoll__codec_groups(l->count);
   for (int q = 0; q < m->n; q++)
     for (int b = 0; b < l->grid; b++)
       for (int owner = 0; owner < m->n; owner++) {
@@ -179,9 +192,11 @@ static void phase3(model_t *m, const launch_t *l) {
         qcoll__qlayout_piece(sb, se, (unsigned)b, (unsigned)l->grid, &pb, &pe);
         for (size_t g = pb; g < pe; g++) {
           float y[G];
-          size_t off = qcoll__qlayout_slot_offset(m->region_bytes, m->n, 1, owner) +
-                       qcoll__qlayout_group_offset(g, sb, gb);
-          qcoll__codec_decode_group(l->fmt, get_group(m, q, off, gb, BY_PHASE2), y);
+          size_t off =
+              qcoll__qlayout_slot_offset(m->region_bytes, m->n, 1, owner) +
+              qcoll__qlayout_group_offset(g, sb, gb);
+          qcoll__codec_decode_group(l->fmt, get_group(m, q, off, gb, BY_PHASE2),
+                                    y);
           for (int lane = 0; lane < G; lane++) {
             size_t i = g * G + (size_t)lane;
             if (i >= l->count) continue;
@@ -193,7 +208,8 @@ static void phase3(model_t *m, const launch_t *l) {
 }
 
 static void model_launch(model_t *m, const launch_t *l) {
-  for (int r = 0; r < m->n; r++) memset(m->written[r], UNWRITTEN, 2 * m->region_bytes);
+  for (int r = 0; r < m->n; r++)
+    memset(m->written[r], UNWRITTEN, 2 * m->region_bytes);
   phase1(m, l);
   phase2(m, l); /* after barrier 0 */
   phase3(m, l); /* after barrier 1 */
@@ -206,18 +222,20 @@ typedef enum data_kind { DATA_GAUSS, DATA_SPECIAL } data_kind_t;
 /* Rank r's inputs: Gaussian with a different scale per group, some groups
  * all zero, and with DATA_SPECIAL an inf, a NaN and values near the f16
  * maximum (their sum overflows f16) at a few places. */
-static void make_inputs(float *x, size_t count, int rank, int nranks, qcoll_dtype_t dtype,
-                        data_kind_t kind, uint64_t seed) {
+static void make_inputs(float *x, size_t count, int rank, int nranks,
+                        qcoll_dtype_t dtype, data_kind_t kind, uint64_t seed) {
   qd_rng_t rng = {seed * 1000003u + (uint64_t)rank};
   for (size_t i = 0; i < count; i++) {
     size_t g = i / G;
     double scale = ldexp(1.0, (int)(g % 9) - 4);
-    x[i] = g % 11 == 5 ? 0.0f : qd_round(dtype, (float)(qd_gauss(&rng) * scale));
+    x[i] =
+        g % 11 == 5 ? 0.0f : qd_round(dtype, (float)(qd_gauss(&rng) * scale));
   }
   if (kind != DATA_SPECIAL) return;
   if (count > 3 && rank == 0) x[3] = INFINITY;
   if (count > 40 && rank == nranks - 1) x[40] = NAN;
-  for (size_t i = 70; i < count && i < 70 + G; i++) x[i] = (i & 1) ? 60000.0f : -60000.0f;
+  for (size_t i = 70; i < count && i < 70 + G; i++)
+    x[i] = (i & 1) ? 60000.0f : -60000.0f;
 }
 
 typedef struct message_case {
@@ -242,12 +260,14 @@ static int run_message(const message_case_t *c, uint64_t seed) {
     assert_non_null(in[r]), assert_non_null(out[r]), assert_non_null(hits[r]);
     make_inputs(in[r], c->count, r, c->n, c->dtype, c->kind, seed);
   }
-  assert_int_equal(ref_scheme_qcoll(c->fmt, c->n, c->count, (const float *const *)in, ref), 0);
+  assert_int_equal(
+      ref_scheme_qcoll(c->fmt, c->n, c->count, (const float *const *)in, ref),
+      0);
 
   model_t m;
   model_init(&m, c->n, c->region_bytes);
-  size_t chunk =
-      qcoll__qlayout_chunk_elems(c->region_bytes, c->n, qcoll__codec_group_bytes(c->fmt));
+  size_t chunk = qcoll__qlayout_chunk_elems(c->region_bytes, c->n,
+                                            qcoll__codec_group_bytes(c->fmt));
   assert_true(chunk > 0 && chunk % G == 0);
   int launches = 0;
   for (size_t off = 0; off < c->count; off += chunk) {
@@ -270,10 +290,12 @@ static int run_message(const message_case_t *c, uint64_t seed) {
       if (hits[r][i] == 1 && out[r][i] == want) continue;
       if (bad++ < 5)
         print_error(
-            "%s %s n=%d count=%zu region=%zu grid<=%d: rank %d element %zu: %s 0x%x, "
+            "%s %s n=%d count=%zu region=%zu grid<=%d: rank %d element %zu: %s "
+            "0x%x, "
             "reference 0x%x\n",
-            qd_quant_name(c->fmt), qd_dtype_name(c->dtype), c->n, c->count, c->region_bytes,
-            c->grid_limit, r, i, hits[r][i] == 1 ? "got" : "written 0 or 2+ times, got", out[r][i],
+            qd_quant_name(c->fmt), qd_dtype_name(c->dtype), c->n, c->count,
+            c->region_bytes, c->grid_limit, r, i,
+            hits[r][i] == 1 ? "got" : "written 0 or 2+ times, got", out[r][i],
             want);
     }
   assert_int_equal(bad, 0);
@@ -283,7 +305,8 @@ static int run_message(const message_case_t *c, uint64_t seed) {
   return launches;
 }
 
-/* ---- the tests ------------------------------------------------------------ */
+/* ---- the tests ------------------------------------------------------------
+ */
 
 static void test_layout_functions(void **state) {
   (void)state;
@@ -329,7 +352,8 @@ static void test_layout_functions(void **state) {
   /* Grids: 1..limit, growing with the groups. */
   assert_int_equal(qcoll__qlayout_grid(0, 256), 1);
   assert_int_equal(qcoll__qlayout_grid(1, 256), 1);
-  assert_int_equal(qcoll__qlayout_grid(QCOLL_QLAYOUT_GROUPS_PER_BLOCK + 1, 256), 2);
+  assert_int_equal(qcoll__qlayout_grid(QCOLL_QLAYOUT_GROUPS_PER_BLOCK + 1, 256),
+                   2);
   assert_int_equal(qcoll__qlayout_grid(1000000, 256), 256);
   assert_int_equal(qcoll__qlayout_grid(1000000, 0), 1);
 }
@@ -342,8 +366,15 @@ static void test_small_messages(void **state) {
   for (size_t f = 0; f < 4; f++)
     for (size_t d = 0; d < 3; d++)
       for (int n = 1; n <= MAX_RANKS; n++) {
-        const size_t counts[] = {
-            1, 31, 32, 33, (size_t)G * n - 1, (size_t)G * n, (size_t)G * n + 1, 1000, 4099};
+        const size_t counts[] = {1,
+                                 31,
+                                 32,
+                                 33,
+                                 (size_t)G * n - 1,
+                                 (size_t)G * n,
+                                 (size_t)G * n + 1,
+                                 1000,
+                                 4099};
         for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
           for (int grid_limit = 1; grid_limit <= 256; grid_limit += 255) {
             message_case_t mc = {FORMATS[f],
@@ -357,7 +388,9 @@ static void test_small_messages(void **state) {
             cases++;
           }
       }
-  print_message("%d small messages: every rank equals the reference bit for bit\n", cases);
+  print_message(
+      "%d small messages: every rank equals the reference bit for bit\n",
+      cases);
 }
 
 /* Messages of several chunks (small regions), odd grids. */
@@ -371,7 +404,8 @@ static void test_chunked_messages(void **state) {
       for (size_t k = 0; k < 4; k++) {
         int n = sizes[k];
         size_t rb = 4096;
-        size_t chunk = qcoll__qlayout_chunk_elems(rb, n, qcoll__codec_group_bytes(FORMATS[f]));
+        size_t chunk = qcoll__qlayout_chunk_elems(
+            rb, n, qcoll__codec_group_bytes(FORMATS[f]));
         const size_t counts[] = {chunk, chunk + 1, 2 * chunk + 17 * G + 5};
         const int grids[] = {3, 7, 256};
         for (size_t c = 0; c < 3; c++) {
@@ -388,8 +422,10 @@ static void test_chunked_messages(void **state) {
           cases++;
         }
       }
-  print_message("%d chunked messages (up to %d launches): every rank equals the reference\n", cases,
-                max_launches);
+  print_message(
+      "%d chunked messages (up to %d launches): every rank equals the "
+      "reference\n",
+      cases, max_launches);
 }
 
 int main(void) {

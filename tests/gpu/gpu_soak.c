@@ -175,7 +175,8 @@ static double mib(long long bytes) {
   return (double)bytes / (1024.0 * 1024.0);
 }
 
-/* ---- the graphs ----------------------------------------------------------- */
+/* ---- the graphs -----------------------------------------------------------
+ */
 
 static void graph_setup(soak_graph_t *g) {
   size_t bytes = COUNT * gt_dtype_size(g->dtype);
@@ -228,8 +229,8 @@ static int graph_verify(soak_graph_t *g, long done) {
   int problems = 0;
   unsigned replay = 0;
   gt_check_state_t s;
-  GT_CUDA(cudaMemcpy(&replay, g->replay, sizeof replay,
-                     cudaMemcpyDeviceToHost));
+  GT_CUDA(
+      cudaMemcpy(&replay, g->replay, sizeof replay, cudaMemcpyDeviceToHost));
   GT_CUDA(cudaMemcpy(&s, g->state, sizeof s, cudaMemcpyDeviceToHost));
   if ((long)replay != done) {
     gt_fail("%s: the replay index is %u after %ld replays", g->name, replay,
@@ -254,8 +255,8 @@ static int graph_verify(soak_graph_t *g, long done) {
     float got = gt_load(g->result, i, g->dtype);
     if (got == want) continue;
     if (wrong < 5)
-      gt_fail("%s: replay %u, element %zu: expected %g, got %g (0x%x)",
-              g->name, last, i, want, got, gt_bits(g->result, i, g->dtype));
+      gt_fail("%s: replay %u, element %zu: expected %g, got %g (0x%x)", g->name,
+              last, i, want, got, gt_bits(g->result, i, g->dtype));
     wrong++;
   }
   if (wrong) {
@@ -266,7 +267,8 @@ static int graph_verify(soak_graph_t *g, long done) {
   return problems;
 }
 
-/* ---- the soak --------------------------------------------------------------- */
+/* ---- the soak ---------------------------------------------------------------
+ */
 
 /* What every rank learns at a checkpoint: did any rank fail, is any rank
  * over its time budget (a host all-reduce, MAX). */
@@ -276,8 +278,7 @@ typedef struct verdict {
 
 static verdict_t agree(verdict_t mine) {
   int32_t v[2] = {mine.failed, mine.too_slow};
-  GT_QCOLL(comm,
-           qcoll_all_reduce(v, v, 2, QCOLL_I32, QCOLL_MAX, comm, NULL));
+  GT_QCOLL(comm, qcoll_all_reduce(v, v, 2, QCOLL_I32, QCOLL_MAX, comm, NULL));
   return (verdict_t){v[0], v[1]};
 }
 
@@ -335,8 +336,8 @@ static void check_growth(const memory_reading_t *base,
         "GPU memory in use grew from %.1f to %.1f MiB (+%lld bytes, bound "
         "%lld; cudaMemGetInfo covers the whole device: was anything else "
         "running on it?)",
-        mib(base->gpu_used), mib(end->gpu_used),
-        end->gpu_used - base->gpu_used, GPU_GROWTH_BOUND_BYTES);
+        mib(base->gpu_used), mib(end->gpu_used), end->gpu_used - base->gpu_used,
+        GPU_GROWTH_BOUND_BYTES);
   if (end->fds > base->fds)
     gt_fail("open descriptors went from %d to %d", base->fds, end->fds);
 }
@@ -346,17 +347,22 @@ int main(int argc, char **argv) {
   gt_skip_without_gpu("gpu_soak");
   comm = gt_init();
   if (gt_nranks < 2 || gt_nranks > SOAK_MAX_RANKS) {
-    gt_fail("needs 2..%d ranks (sums must stay exact in bf16), got %d: run "
-            "it as qcoll-run -n 2 gpu_soak",
-            SOAK_MAX_RANKS, gt_nranks);
+    gt_fail(
+        "needs 2..%d ranks (sums must stay exact in bf16), got %d: run "
+        "it as qcoll-run -n 2 gpu_soak",
+        SOAK_MAX_RANKS, gt_nranks);
     return 1;
   }
   GT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   soak_graph_t graphs[2] = {
-      {.name = "graph A: two-shot f32", .algo = QCOLL_ALGO_TWOSHOT,
-       .dtype = QCOLL_F32, .salt = 1},
-      {.name = "graph B: one-shot bf16", .algo = QCOLL_ALGO_ONESHOT,
-       .dtype = QCOLL_BF16, .salt = 2},
+      {.name = "graph A: two-shot f32",
+       .algo = QCOLL_ALGO_TWOSHOT,
+       .dtype = QCOLL_F32,
+       .salt = 1},
+      {.name = "graph B: one-shot bf16",
+       .algo = QCOLL_ALGO_ONESHOT,
+       .dtype = QCOLL_BF16,
+       .salt = 2},
   };
   for (int g = 0; g < 2; g++) graph_setup(&graphs[g]);
   if (gt_rank == 0)
@@ -378,8 +384,8 @@ int main(int argc, char **argv) {
   long next_progress = progress_step, done = 0;
   double t0 = gt_now(), t_warm = t0;
   while (done < s.replays) {
-    long batch = s.check_every < s.replays - done ? s.check_every
-                                                  : s.replays - done;
+    long batch =
+        s.check_every < s.replays - done ? s.check_every : s.replays - done;
     for (long k = 0; k < batch; k++)
       for (int g = 0; g < 2; g++)
         GT_CUDA(cudaGraphLaunch(graphs[g].exec, stream));
@@ -390,7 +396,8 @@ int main(int argc, char **argv) {
     gt_wait_stream(stream, CHECKPOINT_WAIT_S, what);
     double elapsed = gt_now() - t0;
     verdict_t mine = {0, 0};
-    for (int g = 0; g < 2; g++) mine.failed |= graph_verify(&graphs[g], done) != 0;
+    for (int g = 0; g < 2; g++)
+      mine.failed |= graph_verify(&graphs[g], done) != 0;
     mine.failed |= check_async_error();
     mine.too_slow = done < s.replays && over_budget(&s, done, elapsed);
     verdict_t all = agree(mine);
@@ -437,12 +444,11 @@ int main(int argc, char **argv) {
         gt_failures() ? "FAIL" : "PASS", s.replays, graphs[0].name,
         graphs[1].name, COUNT, gt_nranks, t_end - t0,
         (t_end - t_warm) / (double)(s.replays - s.check_every) * 1e6,
-        graphs[0].device_checks, graphs[1].device_checks,
-        graphs[0].host_checks, graphs[1].host_checks, base.rss_kib,
-        end.rss_kib, end.rss_kib - base.rss_kib, RSS_GROWTH_BOUND_KIB,
-        end.hwm_kib, mib(base.gpu_used), mib(end.gpu_used),
-        end.gpu_used - base.gpu_used, GPU_GROWTH_BOUND_BYTES, base.fds,
-        end.fds);
+        graphs[0].device_checks, graphs[1].device_checks, graphs[0].host_checks,
+        graphs[1].host_checks, base.rss_kib, end.rss_kib,
+        end.rss_kib - base.rss_kib, RSS_GROWTH_BOUND_KIB, end.hwm_kib,
+        mib(base.gpu_used), mib(end.gpu_used), end.gpu_used - base.gpu_used,
+        GPU_GROWTH_BOUND_BYTES, base.fds, end.fds);
   else
     gt_note("FAIL after %ld of %ld replays in %.1f s", done, s.replays,
             t_end - t0);

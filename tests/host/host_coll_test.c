@@ -44,29 +44,28 @@ typedef struct test {
 
 static test_t T;
 
-#define CHECK(cond, ...)                                              \
-  do {                                                                \
-    T.checks++;                                                       \
-    if (!(cond)) {                                                    \
-      T.failures++;                                                   \
-      if (T.failures <= 20) {                                         \
-        fprintf(stderr, "rank %d: FAIL %s:%d: ", T.rank, __FILE__,     \
-                __LINE__);                                            \
-        fprintf(stderr, __VA_ARGS__);                                 \
-        fputc('\n', stderr);                                          \
-      }                                                               \
-    }                                                                 \
+#define CHECK(cond, ...)                                                      \
+  do {                                                                        \
+    T.checks++;                                                               \
+    if (!(cond)) {                                                            \
+      T.failures++;                                                           \
+      if (T.failures <= 20) {                                                 \
+        fprintf(stderr, "rank %d: FAIL %s:%d: ", T.rank, __FILE__, __LINE__); \
+        fprintf(stderr, __VA_ARGS__);                                         \
+        fputc('\n', stderr);                                                  \
+      }                                                                       \
+    }                                                                         \
   } while (0)
 
-#define OK(call)                                                             \
-  do {                                                                       \
-    qcoll_status_t st_ = (call);                                             \
-    if (st_ != QCOLL_OK) {                                                   \
-      fprintf(stderr, "rank %d: %s:%d: %s failed: %s (%s)\n", T.rank,        \
-              __FILE__, __LINE__, #call, qcoll_status_string(st_),           \
-              qcoll_comm_last_error(T.comm));                                \
-      exit(1);                                                               \
-    }                                                                        \
+#define OK(call)                                                      \
+  do {                                                                \
+    qcoll_status_t st_ = (call);                                      \
+    if (st_ != QCOLL_OK) {                                            \
+      fprintf(stderr, "rank %d: %s:%d: %s failed: %s (%s)\n", T.rank, \
+              __FILE__, __LINE__, #call, qcoll_status_string(st_),    \
+              qcoll_comm_last_error(T.comm));                         \
+      exit(1);                                                        \
+    }                                                                 \
   } while (0)
 
 static void *xmalloc(size_t n) {
@@ -84,7 +83,9 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
   return h;
 }
 
-static bool is_float(qcoll_dtype_t t) { return t >= QCOLL_F16; }
+static bool is_float(qcoll_dtype_t t) {
+  return t >= QCOLL_F16;
+}
 static bool is_signed(qcoll_dtype_t t) {
   return t == QCOLL_I8 || t == QCOLL_I32 || t == QCOLL_I64 || is_float(t);
 }
@@ -105,8 +106,10 @@ static int64_t amplitude(void) {
 static int64_t input(qcoll_dtype_t t, qcoll_op_t op, int rank, size_t i,
                      int salt) {
   if (op == QCOLL_PROD) {
-    int64_t v = (rank < 6 && ((i + (size_t)rank + (size_t)salt) & 1) == 0) ? 2 : 1;
-    if (is_signed(t) && (size_t)rank == (i + (size_t)salt) % (size_t)T.n) v = -v;
+    int64_t v =
+        (rank < 6 && ((i + (size_t)rank + (size_t)salt) & 1) == 0) ? 2 : 1;
+    if (is_signed(t) && (size_t)rank == (i + (size_t)salt) % (size_t)T.n)
+      v = -v;
     return v;
   }
   int64_t a = amplitude();
@@ -170,7 +173,8 @@ static bool same(const char *what, qcoll_dtype_t t, const void *got,
   T.checks++;
   if (count == 0 || memcmp(got, want, count * esz) == 0) return true;
   for (size_t i = 0; i < count; i++) {
-    if (memcmp((const char *)got + i * esz, (const char *)want + i * esz, esz)) {
+    if (memcmp((const char *)got + i * esz, (const char *)want + i * esz,
+               esz)) {
       uint64_t g = 0, w = 0;
       memcpy(&g, (const char *)got + i * esz, esz);
       memcpy(&w, (const char *)want + i * esz, esz);
@@ -430,7 +434,7 @@ static void run_reductions(void) {
     counts[nc++] = 7;
     counts[nc++] = (size_t)T.n * 13 + 5; /* not divisible by N */
     if (!T.quick) {
-      counts[nc++] = elems(T.oneshot, t) + 3;   /* just past one-shot */
+      counts[nc++] = elems(T.oneshot, t) + 3;      /* just past one-shot */
       counts[nc++] = elems(T.slot, t) * 5 / 2 + 1; /* several chunks */
     }
     for (int c = 0; c < nc; c++) {
@@ -472,7 +476,8 @@ static void run_movement(void) {
     counts[nc++] = (size_t)T.n * 3 + 2;
     bool big = !T.quick && (t == QCOLL_U8 || t == QCOLL_F64);
     for (int c = 0; c < nc + (big ? 1 : 0); c++) {
-      size_t bc = c < nc ? counts[c] : elems(T.slot * (size_t)T.n, t) * 3 / 2 + 1;
+      size_t bc =
+          c < nc ? counts[c] : elems(T.slot * (size_t)T.n, t) * 3 / 2 + 1;
       size_t gc = c < nc ? counts[c] : elems(T.slot, t) * 2 + 1;
       size_t ac = c < nc ? counts[c] : elems(T.sub, t) * 2 + 3;
       for (int ip = 0; ip < 2; ip++) {
@@ -488,8 +493,8 @@ static void check_segment_unlinked(void) {
   const char *name = qcoll__shm_name(T.comm);
   char path[128];
   snprintf(path, sizeof path, "/dev/shm%s", name);
-  CHECK(name[0] == '/' && strncmp(name, "/qcoll", 6) == 0,
-        "segment name '%s'", name);
+  CHECK(name[0] == '/' && strncmp(name, "/qcoll", 6) == 0, "segment name '%s'",
+        name);
   CHECK(access(path, F_OK) != 0 && errno == ENOENT,
         "%s still exists after init", path);
 }
@@ -497,8 +502,10 @@ static void check_segment_unlinked(void) {
 int main(int argc, char **argv) {
   bool big = false;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--quick")) T.quick = true;
-    else if (!strcmp(argv[i], "--big")) big = true;
+    if (!strcmp(argv[i], "--quick"))
+      T.quick = true;
+    else if (!strcmp(argv[i], "--big"))
+      big = true;
     else {
       fprintf(stderr, "usage: %s [--quick] [--big]\n", argv[0]);
       return 2;
@@ -525,10 +532,11 @@ int main(int argc, char **argv) {
   run_movement();
   test_send_recv(0, false);
   test_send_recv(1, false);
-  test_send_recv(T.pair / 4 / 2, false); /* fits: sends return at once */
+  test_send_recv(T.pair / 4 / 2, false);    /* fits: sends return at once */
   test_send_recv(T.pair / 4 * 5 + 3, true); /* streams in many pieces */
   test_barrier();
-  static const qcoll_dtype_t fts[] = {QCOLL_F16, QCOLL_BF16, QCOLL_F32, QCOLL_F64};
+  static const qcoll_dtype_t fts[] = {QCOLL_F16, QCOLL_BF16, QCOLL_F32,
+                                      QCOLL_F64};
   for (size_t k = 0; k < 4; k++) {
     size_t counts[2] = {elems(T.oneshot, fts[k]) / 2 + 1,
                         elems(T.slot, fts[k]) * 3 + 17};
@@ -550,9 +558,10 @@ int main(int argc, char **argv) {
       OK(qcoll_all_reduce(a, b, count, QCOLL_F32, QCOLL_SUM, T.comm, NULL));
     double per = (now_s() - b0) / 5;
     if (T.rank == 0)
-      printf("host_coll_test: 8 MiB f32 all-reduce over %d ranks: %.2f ms per "
-             "call, algbw %.2f GB/s\n",
-             T.n, per * 1e3, (double)count * 4 / per / 1e9);
+      printf(
+          "host_coll_test: 8 MiB f32 all-reduce over %d ranks: %.2f ms per "
+          "call, algbw %.2f GB/s\n",
+          T.n, per * 1e3, (double)count * 4 / per / 1e9);
     free(a);
     free(b);
   }
@@ -561,18 +570,21 @@ int main(int argc, char **argv) {
   uint64_t *hashes = xmalloc((size_t)T.n * sizeof *hashes);
   OK(qcoll_all_gather(&T.hash, hashes, 1, QCOLL_U64, T.comm, NULL));
   for (int r = 0; r < T.n; r++)
-    CHECK(hashes[r] == T.hash, "rank %d's results hash to %016" PRIx64
-          ", this rank's to %016" PRIx64, r, hashes[r], T.hash);
+    CHECK(hashes[r] == T.hash,
+          "rank %d's results hash to %016" PRIx64
+          ", this rank's to %016" PRIx64,
+          r, hashes[r], T.hash);
   free(hashes);
 
   /* Gather the failure counts so rank 0's line speaks for everyone. */
   long mine[2] = {T.checks, T.failures}, sums[2];
   OK(qcoll_all_reduce(mine, sums, 2, QCOLL_I64, QCOLL_SUM, T.comm, NULL));
   if (T.rank == 0)
-    printf("host_coll_test: %d ranks%s: %ld checks, %ld failures, slot %zu B, "
-           "one-shot %zu B, pair %zu B, %.2f s\n",
-           T.n, T.quick ? " (quick)" : "", sums[0], sums[1], T.slot, T.oneshot,
-           T.pair, now_s() - t0);
+    printf(
+        "host_coll_test: %d ranks%s: %ld checks, %ld failures, slot %zu B, "
+        "one-shot %zu B, pair %zu B, %.2f s\n",
+        T.n, T.quick ? " (quick)" : "", sums[0], sums[1], T.slot, T.oneshot,
+        T.pair, now_s() - t0);
   OK(qcoll_comm_destroy(T.comm));
   return T.failures ? 1 : 0;
 }

@@ -39,14 +39,14 @@ static int rank, n;
 static qcoll_comm_t comm;
 static int failures;
 
-#define EXPECT(cond, ...)                                                   \
-  do {                                                                      \
-    if (!(cond)) {                                                          \
-      failures++;                                                           \
-      fprintf(stderr, "rank %d: FAIL %s:%d: ", rank, __FILE__, __LINE__);   \
-      fprintf(stderr, __VA_ARGS__);                                         \
-      fputc('\n', stderr);                                                  \
-    }                                                                       \
+#define EXPECT(cond, ...)                                                 \
+  do {                                                                    \
+    if (!(cond)) {                                                        \
+      failures++;                                                         \
+      fprintf(stderr, "rank %d: FAIL %s:%d: ", rank, __FILE__, __LINE__); \
+      fprintf(stderr, __VA_ARGS__);                                       \
+      fputc('\n', stderr);                                                \
+    }                                                                     \
   } while (0)
 
 static double now_s(void) {
@@ -74,7 +74,8 @@ static char segment[128];
 static void finish(void) {
   /* Broken or aborted communicators refuse further calls at once. */
   int x = 1;
-  qcoll_status_t st = qcoll_all_reduce(&x, &x, 1, QCOLL_I32, QCOLL_SUM, comm, NULL);
+  qcoll_status_t st =
+      qcoll_all_reduce(&x, &x, 1, QCOLL_I32, QCOLL_SUM, comm, NULL);
   EXPECT(st != QCOLL_OK, "a collective on a failed communicator succeeded");
   qcoll_comm_destroy(comm);
   EXPECT(access(segment, F_OK) != 0, "%s still exists", segment);
@@ -176,8 +177,8 @@ static void mode_mismatch(void) {
     st = qcoll_send(buf, 100, QCOLL_U8, 1, comm, NULL);
     EXPECT(st == QCOLL_OK, "send: %s", qcoll_status_string(st));
     st = qcoll_barrier(comm, NULL);
-    expect_status("barrier after a mismatched send", st,
-                  QCOLL_ERR_PEER_FAILURE, now_s() - t0, 5.0, "rank 1");
+    expect_status("barrier after a mismatched send", st, QCOLL_ERR_PEER_FAILURE,
+                  now_s() - t0, 5.0, "rank 1");
   } else if (rank == 1) {
     st = qcoll_recv(buf, 200, QCOLL_U8, 0, comm, NULL);
     expect_status("recv of the wrong size", st, QCOLL_ERR_MISMATCH,
@@ -213,11 +214,16 @@ int main(int argc, char **argv) {
     fprintf(stderr, "host_fail_test needs at least 2 ranks\n");
     return 2;
   }
-  if (!strcmp(mode, "exit")) mode_exit();
-  else if (!strcmp(mode, "exit_send")) mode_exit_send();
-  else if (!strcmp(mode, "timeout")) mode_timeout();
-  else if (!strcmp(mode, "abort")) mode_abort();
-  else if (!strcmp(mode, "mismatch")) mode_mismatch();
+  if (!strcmp(mode, "exit"))
+    mode_exit();
+  else if (!strcmp(mode, "exit_send"))
+    mode_exit_send();
+  else if (!strcmp(mode, "timeout"))
+    mode_timeout();
+  else if (!strcmp(mode, "abort"))
+    mode_abort();
+  else if (!strcmp(mode, "mismatch"))
+    mode_mismatch();
   else {
     fprintf(stderr, "unknown mode %s\n", mode);
     return 2;

@@ -43,10 +43,14 @@ static void ref_float(qcoll_dtype_t t, qcoll_op_t op, void *dst,
     double acc = load_float(t, srcs[0], i);
     for (int r = 1; r < n; r++) {
       double v = load_float(t, srcs[r], i);
-      if (op == QCOLL_PROD) acc = acc * v;
-      else if (op == QCOLL_MIN) acc = v < acc ? v : acc;
-      else if (op == QCOLL_MAX) acc = v > acc ? v : acc;
-      else acc = acc + v;
+      if (op == QCOLL_PROD)
+        acc = acc * v;
+      else if (op == QCOLL_MIN)
+        acc = v < acc ? v : acc;
+      else if (op == QCOLL_MAX)
+        acc = v > acc ? v : acc;
+      else
+        acc = acc + v;
     }
     if (op == QCOLL_AVG) acc = acc / (double)div;
     ((double *)dst)[i] = acc;
@@ -55,15 +59,22 @@ static void ref_float(qcoll_dtype_t t, qcoll_op_t op, void *dst,
   float acc = (float)load_float(t, srcs[0], i);
   for (int r = 1; r < n; r++) {
     float v = (float)load_float(t, srcs[r], i);
-    if (op == QCOLL_PROD) acc = acc * v;
-    else if (op == QCOLL_MIN) acc = v < acc ? v : acc;
-    else if (op == QCOLL_MAX) acc = v > acc ? v : acc;
-    else acc = acc + v;
+    if (op == QCOLL_PROD)
+      acc = acc * v;
+    else if (op == QCOLL_MIN)
+      acc = v < acc ? v : acc;
+    else if (op == QCOLL_MAX)
+      acc = v > acc ? v : acc;
+    else
+      acc = acc + v;
   }
   if (op == QCOLL_AVG) acc = acc / (float)div;
-  if (t == QCOLL_F16) ((uint16_t *)dst)[i] = qcoll__f32_to_f16(acc);
-  else if (t == QCOLL_BF16) ((uint16_t *)dst)[i] = qcoll__f32_to_bf16(acc);
-  else ((float *)dst)[i] = acc;
+  if (t == QCOLL_F16)
+    ((uint16_t *)dst)[i] = qcoll__f32_to_f16(acc);
+  else if (t == QCOLL_BF16)
+    ((uint16_t *)dst)[i] = qcoll__f32_to_bf16(acc);
+  else
+    ((float *)dst)[i] = acc;
 }
 
 /* Integers: values widened to 64 bits (signed or not), sums and products
@@ -111,8 +122,10 @@ static void ref_int(qcoll_dtype_t t, qcoll_op_t op, void *dst,
                             : ((uint64_t)v > (uint64_t)acc ? v : acc);
   }
   if (op == QCOLL_AVG) {
-    if (t == QCOLL_U64) acc = (int64_t)((uint64_t)acc / (uint64_t)div);
-    else acc = acc / div; /* C truncates toward zero */
+    if (t == QCOLL_U64)
+      acc = (int64_t)((uint64_t)acc / (uint64_t)div);
+    else
+      acc = acc / div; /* C truncates toward zero */
   }
   switch (t) {
     case QCOLL_I8: ((int8_t *)dst)[i] = (int8_t)acc; break;
@@ -127,8 +140,10 @@ static void ref_int(qcoll_dtype_t t, qcoll_op_t op, void *dst,
 static void reference(void *dst, const void *const *srcs, int n, size_t count,
                       qcoll_dtype_t t, qcoll_op_t op, int div) {
   for (size_t i = 0; i < count; i++) {
-    if (t >= QCOLL_F16) ref_float(t, op, dst, srcs, n, i, div);
-    else ref_int(t, op, dst, srcs, n, i, div);
+    if (t >= QCOLL_F16)
+      ref_float(t, op, dst, srcs, n, i, div);
+    else
+      ref_int(t, op, dst, srcs, n, i, div);
   }
 }
 

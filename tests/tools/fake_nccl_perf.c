@@ -43,7 +43,9 @@ static struct {
   size_t send_bytes, recv_bytes;
 } group;
 
-const struct fake_nccl_call *fake_nccl_last_call(void) { return &last; }
+const struct fake_nccl_call *fake_nccl_last_call(void) {
+  return &last;
+}
 
 void fake_nccl_counts(int *n_init, int *n_destroy, int *n_abort) {
   *n_init = inits;
@@ -56,8 +58,8 @@ static size_t elem_size(int dt) {
   return dt >= 0 && dt < 10 ? sizes[dt] : 0;
 }
 
-static void record(const char *fn, const void *send, void *recv, size_t count, int dt, int op,
-                   int root, int peer) {
+static void record(const char *fn, const void *send, void *recv, size_t count,
+                   int dt, int op, int root, int peer) {
   memset(&last, 0, sizeof last);
   snprintf(last.fn, sizeof last.fn, "%s", fn);
   last.send = send;
@@ -77,10 +79,10 @@ int ncclGetVersion(int *version) {
 
 const char *ncclGetErrorString(int r) {
   switch (r) {
-  case OK: return "no error";
-  case INVALID_ARGUMENT: return "invalid argument";
-  case INVALID_USAGE: return "invalid usage";
-  default: return "unknown result code";
+    case OK: return "no error";
+    case INVALID_ARGUMENT: return "invalid argument";
+    case INVALID_USAGE: return "invalid usage";
+    default: return "unknown result code";
   }
 }
 
@@ -101,16 +103,19 @@ static int refused(int rank) {
   return strcmp(v, "all") == 0 || atoi(v) == rank;
 }
 
-int ncclCommInitRank(struct fake_comm **comm, int nranks, fake_id_t id, int rank) {
+int ncclCommInitRank(struct fake_comm **comm, int nranks, fake_id_t id,
+                     int rank) {
   *comm = NULL;
   if (memcmp(id.internal, id_magic, sizeof id_magic) != 0) {
-    snprintf(last_error, sizeof last_error, "fake NCCL: the unique id was not rank 0's");
+    snprintf(last_error, sizeof last_error,
+             "fake NCCL: the unique id was not rank 0's");
     return INVALID_ARGUMENT;
   }
   if (refused(rank)) {
-    snprintf(last_error, sizeof last_error,
-             "Duplicate GPU detected : rank %d and rank %d both on CUDA device 0\n", rank,
-             rank ? 0 : 1);
+    snprintf(
+        last_error, sizeof last_error,
+        "Duplicate GPU detected : rank %d and rank %d both on CUDA device 0\n",
+        rank, rank ? 0 : 1);
     return INVALID_USAGE;
   }
   *comm = calloc(1, sizeof **comm);
@@ -134,43 +139,45 @@ int ncclCommAbort(struct fake_comm *comm) {
 
 static int one_rank(const struct fake_comm *comm) {
   if (comm && comm->nranks == 1) return 1;
-  snprintf(last_error, sizeof last_error, "fake NCCL runs collectives on one rank only");
+  snprintf(last_error, sizeof last_error,
+           "fake NCCL runs collectives on one rank only");
   return 0;
 }
 
-static int copy(const char *fn, const void *send, void *recv, size_t count, int dt, int op,
-                int root, const struct fake_comm *comm) {
+static int copy(const char *fn, const void *send, void *recv, size_t count,
+                int dt, int op, int root, const struct fake_comm *comm) {
   record(fn, send, recv, count, dt, op, root, -1);
   if (!one_rank(comm) || !elem_size(dt)) return INVALID_USAGE;
   memmove(recv, send, count * elem_size(dt));
   return OK;
 }
 
-int ncclAllReduce(const void *s, void *r, size_t n, int dt, int op, struct fake_comm *c,
-                  void *stream) {
+int ncclAllReduce(const void *s, void *r, size_t n, int dt, int op,
+                  struct fake_comm *c, void *stream) {
   (void)stream;
   return copy("ncclAllReduce", s, r, n, dt, op, -1, c);
 }
 
-int ncclReduce(const void *s, void *r, size_t n, int dt, int op, int root, struct fake_comm *c,
-               void *stream) {
+int ncclReduce(const void *s, void *r, size_t n, int dt, int op, int root,
+               struct fake_comm *c, void *stream) {
   (void)stream;
   return copy("ncclReduce", s, r, n, dt, op, root, c);
 }
 
-int ncclBroadcast(const void *s, void *r, size_t n, int dt, int root, struct fake_comm *c,
-                  void *stream) {
+int ncclBroadcast(const void *s, void *r, size_t n, int dt, int root,
+                  struct fake_comm *c, void *stream) {
   (void)stream;
   return copy("ncclBroadcast", s, r, n, dt, -1, root, c);
 }
 
-int ncclAllGather(const void *s, void *r, size_t n, int dt, struct fake_comm *c, void *stream) {
+int ncclAllGather(const void *s, void *r, size_t n, int dt, struct fake_comm *c,
+                  void *stream) {
   (void)stream;
   return copy("ncclAllGather", s, r, n, dt, -1, -1, c);
 }
 
-int ncclReduceScatter(const void *s, void *r, size_t n, int dt, int op, struct fake_comm *c,
-                      void *stream) {
+int ncclReduceScatter(const void *s, void *r, size_t n, int dt, int op,
+                      struct fake_comm *c, void *stream) {
   (void)stream;
   return copy("ncclReduceScatter", s, r, n, dt, op, -1, c);
 }
@@ -181,7 +188,8 @@ int ncclGroupStart(void) {
   return OK;
 }
 
-int ncclSend(const void *s, size_t n, int dt, int peer, struct fake_comm *c, void *stream) {
+int ncclSend(const void *s, size_t n, int dt, int peer, struct fake_comm *c,
+             void *stream) {
   (void)stream;
   record("ncclSend", s, NULL, n, dt, -1, -1, peer);
   if (!group.open || !one_rank(c) || peer != 0) return INVALID_USAGE;
@@ -190,7 +198,8 @@ int ncclSend(const void *s, size_t n, int dt, int peer, struct fake_comm *c, voi
   return OK;
 }
 
-int ncclRecv(void *r, size_t n, int dt, int peer, struct fake_comm *c, void *stream) {
+int ncclRecv(void *r, size_t n, int dt, int peer, struct fake_comm *c,
+             void *stream) {
   (void)stream;
   record("ncclRecv", NULL, r, n, dt, -1, -1, peer);
   if (!group.open || !one_rank(c) || peer != 0) return INVALID_USAGE;

@@ -5,13 +5,13 @@
 #include <stddef.h>
 
 struct fake_nccl_call {
-  char fn[32];      /* "ncclAllReduce", ... */
+  char fn[32]; /* "ncclAllReduce", ... */
   const void *send;
   void *recv;
   size_t count;
-  int dtype, op;    /* NCCL's enum values; -1 when the call has none */
-  int root, peer;   /* -1 when the call has none */
-  int calls;        /* calls so far, this one included */
+  int dtype, op;  /* NCCL's enum values; -1 when the call has none */
+  int root, peer; /* -1 when the call has none */
+  int calls;      /* calls so far, this one included */
 };
 
 /* The last entry point called. */

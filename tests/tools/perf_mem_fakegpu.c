@@ -28,8 +28,12 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-const char *perf_gpu_error(void) { return gpu_error; }
-bool perf_cuda_built(void) { return true; }
+const char *perf_gpu_error(void) {
+  return gpu_error;
+}
+bool perf_cuda_built(void) {
+  return true;
+}
 bool perf_gpu_available(const char **why) {
   (void)why;
   return true;
@@ -41,9 +45,13 @@ int perf_mem_setup(perf_mem_kind_t kind, int local_rank, const char **why) {
 }
 
 /* What a host communicator reports, so the device check agrees. */
-int perf_current_device(void) { return QCOLL_DEVICE_NONE; }
+int perf_current_device(void) {
+  return QCOLL_DEVICE_NONE;
+}
 
-void perf_gpu_describe(char *buf, size_t len) { snprintf(buf, len, "fake GPU [0000:00:00.0]"); }
+void perf_gpu_describe(char *buf, size_t len) {
+  snprintf(buf, len, "fake GPU [0000:00:00.0]");
+}
 
 int perf_buf_alloc(perf_buf_t *b, perf_mem_kind_t kind, size_t bytes) {
   memset(b, 0, sizeof *b);
@@ -64,7 +72,8 @@ int perf_buf_upload(perf_buf_t *b, size_t offset, size_t bytes, void *stream) {
   return 0;
 }
 
-int perf_buf_download(perf_buf_t *b, size_t offset, size_t bytes, void *stream) {
+int perf_buf_download(perf_buf_t *b, size_t offset, size_t bytes,
+                      void *stream) {
   (void)b, (void)offset, (void)bytes, (void)stream;
   return 0;
 }
@@ -74,7 +83,9 @@ int perf_stream_create(perf_mem_kind_t kind, void **stream) {
   return 0;
 }
 
-void perf_stream_destroy(perf_mem_kind_t kind, void *stream) { (void)kind, (void)stream; }
+void perf_stream_destroy(perf_mem_kind_t kind, void *stream) {
+  (void)kind, (void)stream;
+}
 
 int perf_stream_sync(perf_mem_kind_t kind, void *stream) {
   (void)kind, (void)stream;
@@ -99,7 +110,9 @@ int perf_timer_stop(perf_timer_t *t, void *stream, double *seconds) {
   return 0;
 }
 
-void perf_timer_destroy(perf_timer_t *t) { memset(t, 0, sizeof *t); }
+void perf_timer_destroy(perf_timer_t *t) {
+  memset(t, 0, sizeof *t);
+}
 
 int perf_capture_begin(void *stream) {
   (void)stream;
@@ -112,7 +125,8 @@ int perf_capture_end(void *stream, bool keep, perf_graph_t *g) {
   const char *fail = getenv("FAKE_CAPTURE_FAIL");
   if (fail && strcmp(fail, "1") == 0) {
     snprintf(gpu_error, sizeof gpu_error,
-             "cudaStreamEndCapture: operation failed due to a previous error during capture "
+             "cudaStreamEndCapture: operation failed due to a previous error "
+             "during capture "
              "(fake)");
     return -1;
   }
@@ -125,4 +139,6 @@ int perf_graph_launch(const perf_graph_t *g, void *stream) {
   return 0;
 }
 
-void perf_graph_destroy(perf_graph_t *g) { g->exec = NULL; }
+void perf_graph_destroy(perf_graph_t *g) {
+  g->exec = NULL;
+}

@@ -26,14 +26,15 @@
 
 static int rank_for_messages;
 
-#define CHECK(cond, ...)                                                         \
-  do {                                                                           \
-    if (!(cond)) {                                                               \
-      printf("FAIL (rank %d) %s:%d: %s: ", rank_for_messages, __FILE__, __LINE__, #cond); \
-      printf(__VA_ARGS__);                                                       \
-      printf("\n");                                                              \
-      exit(1);                                                                   \
-    }                                                                            \
+#define CHECK(cond, ...)                                                \
+  do {                                                                  \
+    if (!(cond)) {                                                      \
+      printf("FAIL (rank %d) %s:%d: %s: ", rank_for_messages, __FILE__, \
+             __LINE__, #cond);                                          \
+      printf(__VA_ARGS__);                                              \
+      printf("\n");                                                     \
+      exit(1);                                                          \
+    }                                                                   \
   } while (0)
 
 static qcoll_comm_t make_comm(bool launched) {
@@ -66,47 +67,48 @@ static fake_t open_fake(const char *path) {
   fake_t f;
   *(void **)&f.last_call = dlsym(h, "fake_nccl_last_call");
   *(void **)&f.counts = dlsym(h, "fake_nccl_counts");
-  CHECK(f.last_call && f.counts, "the fake NCCL lacks its inspection functions");
+  CHECK(f.last_call && f.counts,
+        "the fake NCCL lacks its inspection functions");
   return f;
 }
 
 /* NCCL's enum values, written out from nccl.h independently of perf_nccl.c. */
 static int want_dtype(qcoll_dtype_t dt) {
   switch (dt) {
-  case QCOLL_I8: return 0;   /* ncclInt8 */
-  case QCOLL_U8: return 1;   /* ncclUint8 */
-  case QCOLL_I32: return 2;  /* ncclInt32 */
-  case QCOLL_U32: return 3;  /* ncclUint32 */
-  case QCOLL_I64: return 4;  /* ncclInt64 */
-  case QCOLL_U64: return 5;  /* ncclUint64 */
-  case QCOLL_F16: return 6;  /* ncclFloat16 */
-  case QCOLL_F32: return 7;  /* ncclFloat32 */
-  case QCOLL_F64: return 8;  /* ncclFloat64 */
-  case QCOLL_BF16: return 9; /* ncclBfloat16 */
-  default: return -2;
+    case QCOLL_I8: return 0;   /* ncclInt8 */
+    case QCOLL_U8: return 1;   /* ncclUint8 */
+    case QCOLL_I32: return 2;  /* ncclInt32 */
+    case QCOLL_U32: return 3;  /* ncclUint32 */
+    case QCOLL_I64: return 4;  /* ncclInt64 */
+    case QCOLL_U64: return 5;  /* ncclUint64 */
+    case QCOLL_F16: return 6;  /* ncclFloat16 */
+    case QCOLL_F32: return 7;  /* ncclFloat32 */
+    case QCOLL_F64: return 8;  /* ncclFloat64 */
+    case QCOLL_BF16: return 9; /* ncclBfloat16 */
+    default: return -2;
   }
 }
 
 static int want_op(qcoll_op_t op) {
   switch (op) {
-  case QCOLL_SUM: return 0;  /* ncclSum */
-  case QCOLL_PROD: return 1; /* ncclProd */
-  case QCOLL_MAX: return 2;  /* ncclMax */
-  case QCOLL_MIN: return 3;  /* ncclMin */
-  case QCOLL_AVG: return 4;  /* ncclAvg */
-  default: return -2;
+    case QCOLL_SUM: return 0;  /* ncclSum */
+    case QCOLL_PROD: return 1; /* ncclProd */
+    case QCOLL_MAX: return 2;  /* ncclMax */
+    case QCOLL_MIN: return 3;  /* ncclMin */
+    case QCOLL_AVG: return 4;  /* ncclAvg */
+    default: return -2;
   }
 }
 
 static const char *want_fn(perf_coll_id_t id) {
   switch (id) {
-  case PERF_ALL_REDUCE: return "ncclAllReduce";
-  case PERF_REDUCE: return "ncclReduce";
-  case PERF_BROADCAST: return "ncclBroadcast";
-  case PERF_ALL_GATHER: return "ncclAllGather";
-  case PERF_REDUCE_SCATTER: return "ncclReduceScatter";
-  case PERF_ALL_TO_ALL: return "ncclRecv"; /* a group: send, then recv last */
-  default: return "?";
+    case PERF_ALL_REDUCE: return "ncclAllReduce";
+    case PERF_REDUCE: return "ncclReduce";
+    case PERF_BROADCAST: return "ncclBroadcast";
+    case PERF_ALL_GATHER: return "ncclAllGather";
+    case PERF_REDUCE_SCATTER: return "ncclReduceScatter";
+    case PERF_ALL_TO_ALL: return "ncclRecv"; /* a group: send, then recv last */
+    default: return "?";
   }
 }
 
@@ -116,22 +118,31 @@ static int run_case(const char *lib) {
   char why[320];
   perf_nccl_t *n = perf_nccl_start(comm, 0, 1, why, sizeof why);
   CHECK(n != NULL, "NCCL refused: %s", why);
-  CHECK(strstr(perf_nccl_describe(n), "2.28.3") != NULL, "version: %s", perf_nccl_describe(n));
-  CHECK(strstr(perf_nccl_describe(n), lib) != NULL, "path: %s", perf_nccl_describe(n));
+  CHECK(strstr(perf_nccl_describe(n), "2.28.3") != NULL, "version: %s",
+        perf_nccl_describe(n));
+  CHECK(strstr(perf_nccl_describe(n), lib) != NULL, "path: %s",
+        perf_nccl_describe(n));
   fake_t fake = open_fake(lib);
 
   perf_buf_t send, recv;
   const size_t bytes = 96 * 8;
   CHECK(perf_buf_alloc(&send, PERF_MEM_HOST, bytes) == 0 &&
-        perf_buf_alloc(&recv, PERF_MEM_HOST, bytes) == 0, "host buffers");
+            perf_buf_alloc(&recv, PERF_MEM_HOST, bytes) == 0,
+        "host buffers");
   int checked = 0;
   for (int id = 0; id < PERF_COLL_COUNT; id++) {
     const perf_coll_t *coll = perf_coll_by_id((perf_coll_id_t)id);
-    perf_call_t call = {.coll = coll, .comm = comm, .rank = 0, .nranks = 1,
-                        .root = coll->has_root ? 0 : -1, .send = &send, .recv = &recv};
+    perf_call_t call = {.coll = coll,
+                        .comm = comm,
+                        .rank = 0,
+                        .nranks = 1,
+                        .root = coll->has_root ? 0 : -1,
+                        .send = &send,
+                        .recv = &recv};
     if (coll->id == PERF_BARRIER || coll->id == PERF_SENDRECV) {
       /* No NCCL barrier; a ring needs two ranks. */
-      if (coll->id == PERF_BARRIER) CHECK(!perf_nccl_supports(&call), "NCCL has no barrier");
+      if (coll->id == PERF_BARRIER)
+        CHECK(!perf_nccl_supports(&call), "NCCL has no barrier");
       continue;
     }
     CHECK(perf_nccl_supports(&call), "%s should be supported", coll->name);
@@ -139,26 +150,34 @@ static int run_case(const char *lib) {
       for (int o = 0; o < (coll->has_op ? QCOLL_OP_COUNT : 1); o++) {
         call.dtype = (qcoll_dtype_t)d;
         call.op = (qcoll_op_t)o;
-        call.shape = perf_coll_shape(coll, bytes, qcoll_dtype_size(call.dtype), 1);
+        call.shape =
+            perf_coll_shape(coll, bytes, qcoll_dtype_size(call.dtype), 1);
         CHECK(perf_check_prepare(&call) == 0, "prepare");
         int before = fake.last_call()->calls;
-        CHECK(perf_nccl_run(n, &call, why, sizeof why) == 0, "%s: %s", coll->name, why);
+        CHECK(perf_nccl_run(n, &call, why, sizeof why) == 0, "%s: %s",
+              coll->name, why);
         const struct fake_nccl_call *c = fake.last_call();
         CHECK(c->calls > before, "%s: NCCL was not called", coll->name);
-        CHECK(strcmp(c->fn, want_fn(coll->id)) == 0, "%s called %s", coll->name, c->fn);
-        CHECK(c->dtype == want_dtype(call.dtype), "%s %s: NCCL dtype %d, expected %d",
-              coll->name, qcoll_dtype_name(call.dtype), c->dtype, want_dtype(call.dtype));
+        CHECK(strcmp(c->fn, want_fn(coll->id)) == 0, "%s called %s", coll->name,
+              c->fn);
+        CHECK(c->dtype == want_dtype(call.dtype),
+              "%s %s: NCCL dtype %d, expected %d", coll->name,
+              qcoll_dtype_name(call.dtype), c->dtype, want_dtype(call.dtype));
         if (coll->has_op)
-          CHECK(c->op == want_op(call.op), "%s %s: NCCL op %d, expected %d", coll->name,
-                qcoll_op_name(call.op), c->op, want_op(call.op));
-        if (coll->has_root) CHECK(c->root == 0, "%s: root %d", coll->name, c->root);
-        CHECK(c->count == call.shape.count, "%s: count %zu, expected %zu", coll->name, c->count,
-              call.shape.count);
-        CHECK(c->recv == recv.ptr, "%s: NCCL did not write into the receive buffer", coll->name);
+          CHECK(c->op == want_op(call.op), "%s %s: NCCL op %d, expected %d",
+                coll->name, qcoll_op_name(call.op), c->op, want_op(call.op));
+        if (coll->has_root)
+          CHECK(c->root == 0, "%s: root %d", coll->name, c->root);
+        CHECK(c->count == call.shape.count, "%s: count %zu, expected %zu",
+              coll->name, c->count, call.shape.count);
+        CHECK(c->recv == recv.ptr,
+              "%s: NCCL did not write into the receive buffer", coll->name);
         int64_t wrong = -1;
-        CHECK(perf_check_count_wrong(&call, (perf_tolerance_t){0}, &wrong) == 0, "compare");
-        CHECK(wrong == 0, "%s %s %s: %lld wrong", coll->name, qcoll_dtype_name(call.dtype),
-              qcoll_op_name(call.op), (long long)wrong);
+        CHECK(perf_check_count_wrong(&call, (perf_tolerance_t){0}, &wrong) == 0,
+              "compare");
+        CHECK(wrong == 0, "%s %s %s: %lld wrong", coll->name,
+              qcoll_dtype_name(call.dtype), qcoll_op_name(call.op),
+              (long long)wrong);
         checked++;
       }
     }
@@ -168,11 +187,15 @@ static int run_case(const char *lib) {
   perf_nccl_stop(n);
   int inits, destroys, aborts;
   fake.counts(&inits, &destroys, &aborts);
-  CHECK(inits == 1 && destroys == 1 && aborts == 0, "communicators: %d made, %d destroyed, %d "
-        "aborted", inits, destroys, aborts);
+  CHECK(inits == 1 && destroys == 1 && aborts == 0,
+        "communicators: %d made, %d destroyed, %d "
+        "aborted",
+        inits, destroys, aborts);
   qcoll_comm_destroy(comm);
-  printf("PASS: %d NCCL calls with NCCL's dtype/op values, results exact; "
-         "communicator made once and destroyed\n", checked);
+  printf(
+      "PASS: %d NCCL calls with NCCL's dtype/op values, results exact; "
+      "communicator made once and destroyed\n",
+      checked);
   return 0;
 }
 
@@ -182,7 +205,8 @@ static int missing_case(void) {
   char why[320] = "";
   perf_nccl_t *n = perf_nccl_start(comm, 0, 1, why, sizeof why);
   CHECK(n == NULL, "a missing NCCL was accepted");
-  CHECK(strstr(why, "cannot load QCOLL_NCCL_LIB=/no/such/dir/libnccl.so.2") != NULL,
+  CHECK(strstr(why, "cannot load QCOLL_NCCL_LIB=/no/such/dir/libnccl.so.2") !=
+            NULL,
         "reason: %s", why);
   qcoll_comm_destroy(comm);
   printf("PASS: refused: %s\n", why);
@@ -201,24 +225,28 @@ static int refuse_case(const char *lib) {
   char why[320] = "";
   perf_nccl_t *n = perf_nccl_start(comm, rank, nranks, why, sizeof why);
   CHECK(n == NULL, "NCCL was accepted although rank(s) %s refused", refuse);
-  CHECK(strstr(why, "ncclCommInitRank: invalid usage: Duplicate GPU detected") != NULL,
-        "reason: %s", why);
+  CHECK(
+      strstr(why, "ncclCommInitRank: invalid usage: Duplicate GPU detected") !=
+          NULL,
+      "reason: %s", why);
   CHECK(strchr(why, '\n') == NULL, "the reason is not one line: %s", why);
   bool all = strcmp(refuse, "all") == 0;
   bool me_refused = all || atoi(refuse) == rank;
   if (!all && !me_refused) {
     char prefix[32];
     snprintf(prefix, sizeof prefix, "rank %d: ", atoi(refuse));
-    CHECK(strncmp(why, prefix, strlen(prefix)) == 0, "reason should name the rank: %s", why);
+    CHECK(strncmp(why, prefix, strlen(prefix)) == 0,
+          "reason should name the rank: %s", why);
   }
   fake_t fake = open_fake(lib);
   int inits, destroys, aborts;
   fake.counts(&inits, &destroys, &aborts);
   CHECK(inits == !me_refused, "%d communicators made", inits);
-  CHECK(aborts == inits && destroys == 0, "%d made, %d aborted, %d destroyed", inits, aborts,
-        destroys);
+  CHECK(aborts == inits && destroys == 0, "%d made, %d aborted, %d destroyed",
+        inits, aborts, destroys);
   /* The qcoll communicator is still usable. */
-  CHECK(qcoll_barrier(comm, NULL) == QCOLL_OK, "barrier: %s", qcoll_comm_last_error(comm));
+  CHECK(qcoll_barrier(comm, NULL) == QCOLL_OK, "barrier: %s",
+        qcoll_comm_last_error(comm));
   qcoll_comm_destroy(comm);
   printf("PASS (rank %d): refused everywhere: %s\n", rank, why);
   return 0;
@@ -229,6 +257,7 @@ int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "run") == 0) return run_case(argv[2]);
   if (argc == 2 && strcmp(argv[1], "missing") == 0) return missing_case();
   if (argc == 3 && strcmp(argv[1], "refuse") == 0) return refuse_case(argv[2]);
-  fprintf(stderr, "usage: perf_nccl_test run FAKE_LIB | missing | refuse FAKE_LIB\n");
+  fprintf(stderr,
+          "usage: perf_nccl_test run FAKE_LIB | missing | refuse FAKE_LIB\n");
   return 2;
 }

@@ -58,53 +58,67 @@ static void dtype_table(void **state) {
 
 static void unique_id_hex_round_trip(void **state) {
   qcoll_unique_id_t id, back;
-  for (int i = 0; i < QCOLL_UNIQUE_ID_BYTES; i++) id.bytes[i] = (unsigned char)(i * 37 + 5);
+  for (int i = 0; i < QCOLL_UNIQUE_ID_BYTES; i++)
+    id.bytes[i] = (unsigned char)(i * 37 + 5);
   char hex[2 * QCOLL_UNIQUE_ID_BYTES + 1];
   assert_int_equal(qcoll_unique_id_to_hex(&id, hex), QCOLL_OK);
   assert_int_equal(strlen(hex), 2 * QCOLL_UNIQUE_ID_BYTES);
   assert_int_equal(qcoll_unique_id_from_hex(hex, &back), QCOLL_OK);
   assert_memory_equal(id.bytes, back.bytes, QCOLL_UNIQUE_ID_BYTES);
   hex[10] = 'z';
-  assert_int_equal(qcoll_unique_id_from_hex(hex, &back), QCOLL_ERR_INVALID_ARGUMENT);
+  assert_int_equal(qcoll_unique_id_from_hex(hex, &back),
+                   QCOLL_ERR_INVALID_ARGUMENT);
   assert_non_null(strstr(qcoll_last_error(), "non-hex"));
-  assert_int_equal(qcoll_unique_id_from_hex("abcd", &back), QCOLL_ERR_INVALID_ARGUMENT);
+  assert_int_equal(qcoll_unique_id_from_hex("abcd", &back),
+                   QCOLL_ERR_INVALID_ARGUMENT);
 }
 
 static void init_refuses_bad_arguments(void **state) {
   qcoll_unique_id_t id;
   memset(&id, 0, sizeof id);
   qcoll_comm_t comm = (qcoll_comm_t)0x1;
-  assert_int_equal(qcoll_comm_init_rank(NULL, 1, &id, 0, NULL), QCOLL_ERR_INVALID_ARGUMENT);
-  assert_int_equal(qcoll_comm_init_rank(&comm, 0, &id, 0, NULL), QCOLL_ERR_INVALID_ARGUMENT);
+  assert_int_equal(qcoll_comm_init_rank(NULL, 1, &id, 0, NULL),
+                   QCOLL_ERR_INVALID_ARGUMENT);
+  assert_int_equal(qcoll_comm_init_rank(&comm, 0, &id, 0, NULL),
+                   QCOLL_ERR_INVALID_ARGUMENT);
   assert_non_null(strstr(qcoll_last_error(), "nranks is 0"));
-  assert_int_equal(qcoll_comm_init_rank(&comm, 4, &id, 4, NULL), QCOLL_ERR_INVALID_ARGUMENT);
+  assert_int_equal(qcoll_comm_init_rank(&comm, 4, &id, 4, NULL),
+                   QCOLL_ERR_INVALID_ARGUMENT);
   assert_non_null(strstr(qcoll_last_error(), "rank 4 is out of range [0, 4)"));
-  assert_int_equal(qcoll_comm_init_rank(&comm, 4, NULL, 0, NULL), QCOLL_ERR_INVALID_ARGUMENT);
+  assert_int_equal(qcoll_comm_init_rank(&comm, 4, NULL, 0, NULL),
+                   QCOLL_ERR_INVALID_ARGUMENT);
   qcoll_config_t cfg;
   qcoll_config_init(&cfg);
   cfg.size = 3;
-  assert_int_equal(qcoll_comm_init_rank(&comm, 1, &id, 0, &cfg), QCOLL_ERR_INVALID_ARGUMENT);
+  assert_int_equal(qcoll_comm_init_rank(&comm, 1, &id, 0, &cfg),
+                   QCOLL_ERR_INVALID_ARGUMENT);
   assert_non_null(strstr(qcoll_last_error(), "config->size"));
   qcoll_config_init(&cfg);
   cfg.device = -7;
-  assert_int_equal(qcoll_comm_init_rank(&comm, 1, &id, 0, &cfg), QCOLL_ERR_INVALID_ARGUMENT);
+  assert_int_equal(qcoll_comm_init_rank(&comm, 1, &id, 0, &cfg),
+                   QCOLL_ERR_INVALID_ARGUMENT);
   assert_non_null(strstr(qcoll_last_error(), "config->device is -7"));
 }
 
 static void init_env_without_launcher_is_explained(void **state) {
-  const char *vars[] = {"QCOLL_RANK", "QCOLL_WORLD_SIZE", "RANK", "WORLD_SIZE",
-                        "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-                        "SLURM_PROCID", "SLURM_NTASKS", "PMI_RANK", "PMI_SIZE"};
+  const char *vars[] = {
+      "QCOLL_RANK",   "QCOLL_WORLD_SIZE",     "RANK",
+      "WORLD_SIZE",   "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+      "SLURM_PROCID", "SLURM_NTASKS",         "PMI_RANK",
+      "PMI_SIZE"};
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
   qcoll_comm_t comm;
-  assert_int_equal(qcoll_comm_init_env(&comm, NULL), QCOLL_ERR_INVALID_ARGUMENT);
+  assert_int_equal(qcoll_comm_init_env(&comm, NULL),
+                   QCOLL_ERR_INVALID_ARGUMENT);
   assert_non_null(strstr(qcoll_last_error(), "no launcher environment"));
   setenv("RANK", "3", 1);
   setenv("WORLD_SIZE", "2", 1);
-  assert_int_equal(qcoll_comm_init_env(&comm, NULL), QCOLL_ERR_INVALID_ARGUMENT);
+  assert_int_equal(qcoll_comm_init_env(&comm, NULL),
+                   QCOLL_ERR_INVALID_ARGUMENT);
   assert_non_null(strstr(qcoll_last_error(), "rank 3 is out of range"));
   setenv("WORLD_SIZE", "two", 1);
-  assert_int_equal(qcoll_comm_init_env(&comm, NULL), QCOLL_ERR_INVALID_ARGUMENT);
+  assert_int_equal(qcoll_comm_init_env(&comm, NULL),
+                   QCOLL_ERR_INVALID_ARGUMENT);
   assert_non_null(strstr(qcoll_last_error(), "WORLD_SIZE='two'"));
   unsetenv("RANK");
   unsetenv("WORLD_SIZE");
@@ -134,26 +148,35 @@ static void single_rank_collectives_are_identities(void **state) {
   int32_t in[5] = {1, -2, 3, -4, 5}, out[5];
   for (int op = 0; op < QCOLL_OP_COUNT; op++) {
     memset(out, 0, sizeof out);
-    assert_int_equal(qcoll_all_reduce(in, out, 5, QCOLL_I32, op, comm, NULL), QCOLL_OK);
+    assert_int_equal(qcoll_all_reduce(in, out, 5, QCOLL_I32, op, comm, NULL),
+                     QCOLL_OK);
     assert_memory_equal(in, out, sizeof in);
   }
   memset(out, 0, sizeof out);
-  assert_int_equal(qcoll_reduce(in, out, 5, QCOLL_I32, QCOLL_MAX, 0, comm, NULL), QCOLL_OK);
+  assert_int_equal(
+      qcoll_reduce(in, out, 5, QCOLL_I32, QCOLL_MAX, 0, comm, NULL), QCOLL_OK);
   assert_memory_equal(in, out, sizeof in);
   memset(out, 0, sizeof out);
-  assert_int_equal(qcoll_broadcast(in, out, 5, QCOLL_I32, 0, comm, NULL), QCOLL_OK);
+  assert_int_equal(qcoll_broadcast(in, out, 5, QCOLL_I32, 0, comm, NULL),
+                   QCOLL_OK);
   assert_memory_equal(in, out, sizeof in);
   memset(out, 0, sizeof out);
-  assert_int_equal(qcoll_all_gather(in, out, 5, QCOLL_I32, comm, NULL), QCOLL_OK);
+  assert_int_equal(qcoll_all_gather(in, out, 5, QCOLL_I32, comm, NULL),
+                   QCOLL_OK);
   assert_memory_equal(in, out, sizeof in);
   memset(out, 0, sizeof out);
-  assert_int_equal(qcoll_reduce_scatter(in, out, 5, QCOLL_I32, QCOLL_SUM, comm, NULL), QCOLL_OK);
+  assert_int_equal(
+      qcoll_reduce_scatter(in, out, 5, QCOLL_I32, QCOLL_SUM, comm, NULL),
+      QCOLL_OK);
   assert_memory_equal(in, out, sizeof in);
   memset(out, 0, sizeof out);
-  assert_int_equal(qcoll_all_to_all(in, out, 5, QCOLL_I32, comm, NULL), QCOLL_OK);
+  assert_int_equal(qcoll_all_to_all(in, out, 5, QCOLL_I32, comm, NULL),
+                   QCOLL_OK);
   assert_memory_equal(in, out, sizeof in);
   assert_int_equal(qcoll_barrier(comm, NULL), QCOLL_OK);
-  assert_int_equal(qcoll_all_reduce(NULL, NULL, 0, QCOLL_F32, QCOLL_SUM, comm, NULL), QCOLL_OK);
+  assert_int_equal(
+      qcoll_all_reduce(NULL, NULL, 0, QCOLL_F32, QCOLL_SUM, comm, NULL),
+      QCOLL_OK);
   assert_int_equal(qcoll_comm_destroy(comm), QCOLL_OK);
 }
 
@@ -168,24 +191,43 @@ static qcoll_status_t run_bad_call(int i, qcoll_comm_t comm, int32_t *buf) {
   qcoll_all_reduce_options_t opts;
   qcoll_all_reduce_options_init(&opts);
   switch (i) {
-    case 0: return qcoll_all_reduce(NULL, buf, 4, QCOLL_I32, QCOLL_SUM, comm, NULL);
-    case 1: return qcoll_all_reduce(buf, NULL, 4, QCOLL_I32, QCOLL_SUM, comm, NULL);
-    case 2: return qcoll_all_reduce(buf, buf, 4, (qcoll_dtype_t)42, QCOLL_SUM, comm, NULL);
-    case 3: return qcoll_all_reduce(buf, buf, 4, QCOLL_I32, (qcoll_op_t)-1, comm, NULL);
-    case 4: return qcoll_all_reduce(buf, buf, SIZE_MAX / 2, QCOLL_I32, QCOLL_SUM, comm, NULL);
-    case 5: return qcoll_reduce(buf, buf, 4, QCOLL_I32, QCOLL_SUM, 1, comm, NULL);
+    case 0:
+      return qcoll_all_reduce(NULL, buf, 4, QCOLL_I32, QCOLL_SUM, comm, NULL);
+    case 1:
+      return qcoll_all_reduce(buf, NULL, 4, QCOLL_I32, QCOLL_SUM, comm, NULL);
+    case 2:
+      return qcoll_all_reduce(buf, buf, 4, (qcoll_dtype_t)42, QCOLL_SUM, comm,
+                              NULL);
+    case 3:
+      return qcoll_all_reduce(buf, buf, 4, QCOLL_I32, (qcoll_op_t)-1, comm,
+                              NULL);
+    case 4:
+      return qcoll_all_reduce(buf, buf, SIZE_MAX / 2, QCOLL_I32, QCOLL_SUM,
+                              comm, NULL);
+    case 5:
+      return qcoll_reduce(buf, buf, 4, QCOLL_I32, QCOLL_SUM, 1, comm, NULL);
     case 6: return qcoll_broadcast(buf, buf, 4, QCOLL_I32, -1, comm, NULL);
     case 7: return qcoll_send(buf, 4, QCOLL_I32, 0, comm, NULL);
     case 8: return qcoll_recv(buf, 4, QCOLL_I32, 5, comm, NULL);
     case 9: return qcoll_all_to_all(buf, buf + 1, 2, QCOLL_I32, comm, NULL);
-    case 10: return qcoll_all_reduce(buf, buf + 1, 4, QCOLL_I32, QCOLL_SUM, NULL, NULL);
-    case 11: opts.algo = (qcoll_algo_t)99;
-      return qcoll_all_reduce_ex(buf, buf, 4, QCOLL_I32, QCOLL_SUM, comm, NULL, &opts);
-    case 12: opts.size = 1;
-      return qcoll_all_reduce_ex(buf, buf, 4, QCOLL_I32, QCOLL_SUM, comm, NULL, &opts);
-    case 13: opts.algo = QCOLL_ALGO_TWOSHOT;
-      return qcoll_all_reduce_ex(buf, buf, 4, QCOLL_F32, QCOLL_SUM, comm, NULL, &opts);
-    case 14: return qcoll_all_reduce(buf, buf + 1, 4, QCOLL_I32, QCOLL_SUM, comm, NULL);
+    case 10:
+      return qcoll_all_reduce(buf, buf + 1, 4, QCOLL_I32, QCOLL_SUM, NULL,
+                              NULL);
+    case 11:
+      opts.algo = (qcoll_algo_t)99;
+      return qcoll_all_reduce_ex(buf, buf, 4, QCOLL_I32, QCOLL_SUM, comm, NULL,
+                                 &opts);
+    case 12:
+      opts.size = 1;
+      return qcoll_all_reduce_ex(buf, buf, 4, QCOLL_I32, QCOLL_SUM, comm, NULL,
+                                 &opts);
+    case 13:
+      opts.algo = QCOLL_ALGO_TWOSHOT;
+      return qcoll_all_reduce_ex(buf, buf, 4, QCOLL_F32, QCOLL_SUM, comm, NULL,
+                                 &opts);
+    case 14:
+      return qcoll_all_reduce(buf, buf + 1, 4, QCOLL_I32, QCOLL_SUM, comm,
+                              NULL);
   }
   return QCOLL_ERR_INTERNAL;
 }
@@ -204,7 +246,8 @@ static const bad_call_t bad_calls[] = {
     {"NULL communicator", QCOLL_ERR_INVALID_ARGUMENT, "comm is NULL"},
     {"invalid algorithm", QCOLL_ERR_INVALID_ARGUMENT, "algo 99"},
     {"options not initialised", QCOLL_ERR_INVALID_ARGUMENT, "opts->size"},
-    {"GPU algorithm on host memory", QCOLL_ERR_UNSUPPORTED, "needs GPU buffers"},
+    {"GPU algorithm on host memory", QCOLL_ERR_UNSUPPORTED,
+     "needs GPU buffers"},
     {"partly overlapping buffers", QCOLL_ERR_INVALID_ARGUMENT, "overlap"},
 };
 
@@ -222,7 +265,9 @@ static void bad_calls_are_refused_and_comm_stays_usable(void **state) {
                qcoll_last_error(), bad_calls[i].message_part);
     for (int k = 0; k < 16; k++) assert_int_equal(buf[k], k); /* untouched */
     int32_t one = 7, res = 0;
-    assert_int_equal(qcoll_all_reduce(&one, &res, 1, QCOLL_I32, QCOLL_SUM, comm, NULL), QCOLL_OK);
+    assert_int_equal(
+        qcoll_all_reduce(&one, &res, 1, QCOLL_I32, QCOLL_SUM, comm, NULL),
+        QCOLL_OK);
     assert_int_equal(res, 7);
   }
   assert_int_equal(qcoll_comm_destroy(comm), QCOLL_OK);
@@ -233,8 +278,9 @@ static void aborted_comm_refuses_calls(void **state) {
   assert_int_equal(qcoll_comm_abort(comm), QCOLL_OK);
   assert_int_equal(qcoll_comm_abort(comm), QCOLL_OK); /* idempotent */
   int32_t x = 1;
-  assert_int_equal(qcoll_all_reduce(&x, &x, 1, QCOLL_I32, QCOLL_SUM, comm, NULL),
-                   QCOLL_ERR_ABORTED);
+  assert_int_equal(
+      qcoll_all_reduce(&x, &x, 1, QCOLL_I32, QCOLL_SUM, comm, NULL),
+      QCOLL_ERR_ABORTED);
   assert_non_null(strstr(qcoll_comm_last_error(comm), "aborted"));
   assert_int_equal(qcoll_barrier(comm, NULL), QCOLL_ERR_ABORTED);
   assert_int_equal(qcoll_comm_destroy(comm), QCOLL_OK);
@@ -249,7 +295,8 @@ static void describe_functions_fill_and_refuse_small_buffers(void **state) {
     assert_int_equal(fns[i](NULL, 0, &needed), QCOLL_ERR_INVALID_ARGUMENT);
     assert_true(needed > 10);
     char small[4];
-    assert_int_equal(fns[i](small, sizeof small, NULL), QCOLL_ERR_INVALID_ARGUMENT);
+    assert_int_equal(fns[i](small, sizeof small, NULL),
+                     QCOLL_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(qcoll_last_error(), "too small"));
     char *buf = malloc(needed);
     assert_int_equal(fns[i](buf, needed, NULL), QCOLL_OK);

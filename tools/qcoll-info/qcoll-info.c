@@ -19,14 +19,15 @@
 #define EXIT_USAGE 2
 
 static void print_usage(FILE *f) {
-  fprintf(f,
-          "Usage: " PROG_NAME " [options]\n"
-          "Print qcoll's version, the devices it can use and its QCOLL_* variables.\n"
-          "\n"
-          "  -e, --env        print only the table of QCOLL_* variables\n"
-          "      --no-probe   do not create a test communicator\n"
-          "  -h, --help       show this help\n"
-          "      --version    print only the version\n");
+  fprintf(f, "Usage: " PROG_NAME
+             " [options]\n"
+             "Print qcoll's version, the devices it can use and its QCOLL_* "
+             "variables.\n"
+             "\n"
+             "  -e, --env        print only the table of QCOLL_* variables\n"
+             "      --no-probe   do not create a test communicator\n"
+             "  -h, --help       show this help\n"
+             "      --version    print only the version\n");
 }
 
 static void print_version(void) {
@@ -39,8 +40,8 @@ static void print_version(void) {
   printf("qcoll %d.%d.%d", v / 10000, (v / 100) % 100, v % 100);
   /* A tool built against one header and run with another library. */
   if (v != QCOLL_VERSION_CODE)
-    printf(" (this tool was built against %d.%d.%d)", QCOLL_VERSION_MAJOR, QCOLL_VERSION_MINOR,
-           QCOLL_VERSION_PATCH);
+    printf(" (this tool was built against %d.%d.%d)", QCOLL_VERSION_MAJOR,
+           QCOLL_VERSION_MINOR, QCOLL_VERSION_PATCH);
   printf("\n");
 }
 
@@ -48,7 +49,8 @@ static void print_version(void) {
  * current CUDA device reports its device (QCOLL_DEVICE_NONE without a
  * usable GPU). */
 /* Print the text a library describe function writes, indented. */
-static void print_text_block(qcoll_status_t (*describe)(char *, size_t, size_t *)) {
+static void print_text_block(qcoll_status_t (*describe)(char *, size_t,
+                                                        size_t *)) {
   size_t needed = 0;
   describe(NULL, 0, &needed);
   char *buf = malloc(needed ? needed : 1);
@@ -74,12 +76,15 @@ static void print_devices(bool probe) {
     int device = QCOLL_DEVICE_NONE;
     if (st == QCOLL_OK) st = qcoll_comm_device(comm, &device);
     if (st != QCOLL_OK)
-      printf("  GPU:   unknown: a test communicator failed: %s: %s\n", qcoll_status_string(st),
+      printf("  GPU:   unknown: a test communicator failed: %s: %s\n",
+             qcoll_status_string(st),
              comm ? qcoll_comm_last_error(comm) : qcoll_last_error());
     else if (device >= 0)
-      printf("  GPU:   usable: a communicator here runs on CUDA device %d\n", device);
+      printf("  GPU:   usable: a communicator here runs on CUDA device %d\n",
+             device);
     else
-      printf("  GPU:   none usable: communicators here run on host memory only\n");
+      printf(
+          "  GPU:   none usable: communicators here run on host memory only\n");
     if (comm) qcoll_comm_destroy(comm);
   }
   print_text_block(qcoll_backends_describe);
@@ -89,7 +94,8 @@ static void print_devices(bool probe) {
 
 static void print_env_table(void) {
   const char *name, *def, *doc;
-  size_t w_name = strlen("VARIABLE"), w_def = strlen("DEFAULT"), w_cur = strlen("CURRENT");
+  size_t w_name = strlen("VARIABLE"), w_def = strlen("DEFAULT"),
+         w_cur = strlen("CURRENT");
   int n = 0;
   while (qcoll_env_describe(n, &name, &def, &doc) == QCOLL_OK) {
     const char *cur = getenv(name);
@@ -99,8 +105,8 @@ static void print_env_table(void) {
     n++;
   }
   printf("\nEnvironment (%d variables; CURRENT is this process's value)\n", n);
-  printf("  %-*s  %-*s  %-*s  %s\n", (int)w_name, "VARIABLE", (int)w_def, "DEFAULT", (int)w_cur,
-         "CURRENT", "DESCRIPTION");
+  printf("  %-*s  %-*s  %-*s  %s\n", (int)w_name, "VARIABLE", (int)w_def,
+         "DEFAULT", (int)w_cur, "CURRENT", "DESCRIPTION");
   for (int i = 0; i < n; i++) {
     qcoll_env_describe(i, &name, &def, &doc);
     const char *cur = getenv(name);
@@ -128,14 +134,14 @@ int main(int argc, char **argv) {
   int c;
   while ((c = getopt_long(argc, argv, "eh", longopts, NULL)) != -1) {
     switch (c) {
-    case 'e': env_only = true; break;
-    case 'P': probe = false; break;
-    case 'h': print_usage(stdout); return 0;
-    case 'V': print_version(); return 0;
-    default:
-      fprintf(stderr, PROG_NAME ": unknown option '%s'\n", argv[optind - 1]);
-      print_usage(stderr);
-      return EXIT_USAGE;
+      case 'e': env_only = true; break;
+      case 'P': probe = false; break;
+      case 'h': print_usage(stdout); return 0;
+      case 'V': print_version(); return 0;
+      default:
+        fprintf(stderr, PROG_NAME ": unknown option '%s'\n", argv[optind - 1]);
+        print_usage(stderr);
+        return EXIT_USAGE;
     }
   }
   if (optind < argc) {

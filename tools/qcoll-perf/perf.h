@@ -24,7 +24,10 @@
 
 /* ---- memory ---------------------------------------------------------- */
 
-typedef enum perf_mem_kind { PERF_MEM_HOST = 0, PERF_MEM_GPU = 1 } perf_mem_kind_t;
+typedef enum perf_mem_kind {
+  PERF_MEM_HOST = 0,
+  PERF_MEM_GPU = 1
+} perf_mem_kind_t;
 
 /* One benchmark buffer.  `ptr` is what the collectives get; `host` is where
  * the checker reads and writes (the same pointer for host memory, a
@@ -136,15 +139,16 @@ int perf_check_prepare(const perf_call_t *call);
 /* Download the result and count the elements that differ from the exact
  * expectation (beyond tol); *max_err (may be NULL) gets the largest
  * absolute difference of a finite result (0 for bit-exact ones). */
-int perf_check_compare(const perf_call_t *call, perf_tolerance_t tol, int64_t *wrong,
-                       double *max_err);
-int perf_check_count_wrong(const perf_call_t *call, perf_tolerance_t tol, int64_t *wrong);
+int perf_check_compare(const perf_call_t *call, perf_tolerance_t tol,
+                       int64_t *wrong, double *max_err);
+int perf_check_count_wrong(const perf_call_t *call, perf_tolerance_t tol,
+                           int64_t *wrong);
 /* Largest magnitude of an input value, for tolerance bounds. */
 double perf_check_max_input(qcoll_dtype_t dtype, qcoll_op_t op, int nranks);
 /* Allowed error of an all-reduce whose transfer is quantised with quant
  * (QCOLL_QUANT_NONE: 0, bit-exact), on this checker's inputs. */
-perf_tolerance_t perf_quant_tolerance(qcoll_quant_t quant, qcoll_dtype_t dtype, qcoll_op_t op,
-                                      int nranks);
+perf_tolerance_t perf_quant_tolerance(qcoll_quant_t quant, qcoll_dtype_t dtype,
+                                      qcoll_op_t op, int nranks);
 
 /* ---- NCCL side by side ---------------------------------------------- */
 
@@ -156,14 +160,16 @@ typedef struct perf_nccl perf_nccl_t;
  * rank 0 through comm.  Collective over comm; every rank gets the same
  * outcome: the context, or NULL with a one-line reason in why (on rank 0,
  * the reason of the first rank that failed). */
-perf_nccl_t *perf_nccl_start(qcoll_comm_t comm, int rank, int nranks, char *why, size_t len);
+perf_nccl_t *perf_nccl_start(qcoll_comm_t comm, int rank, int nranks, char *why,
+                             size_t len);
 /* "2.28.3 (libnccl.so.2)" */
 const char *perf_nccl_describe(const perf_nccl_t *n);
 /* Whether NCCL has this collective (barrier: no). */
 bool perf_nccl_supports(const perf_call_t *call);
 /* Enqueue one out-of-place call of the collective with NCCL on the call's
  * buffers and stream.  0, or -1 with the reason in why. */
-int perf_nccl_run(perf_nccl_t *n, const perf_call_t *call, char *why, size_t len);
+int perf_nccl_run(perf_nccl_t *n, const perf_call_t *call, char *why,
+                  size_t len);
 /* Collective: every rank calls it at the end. */
 void perf_nccl_stop(perf_nccl_t *n);
 

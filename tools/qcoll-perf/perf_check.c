@@ -87,7 +87,8 @@ float perf_bf16_to_f32(uint16_t h) {
 /* ---- element access -------------------------------------------------- */
 
 static bool is_float(qcoll_dtype_t dt) {
-  return dt == QCOLL_F16 || dt == QCOLL_BF16 || dt == QCOLL_F32 || dt == QCOLL_F64;
+  return dt == QCOLL_F16 || dt == QCOLL_BF16 || dt == QCOLL_F32 ||
+         dt == QCOLL_F64;
 }
 
 static bool is_unsigned(qcoll_dtype_t dt) {
@@ -98,36 +99,39 @@ static bool is_unsigned(qcoll_dtype_t dt) {
  * low bits (two's complement wrap, as the library's integer ops). */
 static void store_double(qcoll_dtype_t dt, void *p, size_t k, double v) {
   switch (dt) {
-  case QCOLL_F64: ((double *)p)[k] = v; break;
-  case QCOLL_F32: ((float *)p)[k] = (float)v; break;
-  case QCOLL_F16: ((uint16_t *)p)[k] = perf_f32_to_f16((float)v); break;
-  case QCOLL_BF16: ((uint16_t *)p)[k] = perf_f32_to_bf16((float)v); break;
-  default: break;
+    case QCOLL_F64: ((double *)p)[k] = v; break;
+    case QCOLL_F32: ((float *)p)[k] = (float)v; break;
+    case QCOLL_F16: ((uint16_t *)p)[k] = perf_f32_to_f16((float)v); break;
+    case QCOLL_BF16: ((uint16_t *)p)[k] = perf_f32_to_bf16((float)v); break;
+    default: break;
   }
 }
 
 static void store_int(qcoll_dtype_t dt, void *p, size_t k, int64_t v) {
   switch (dt) {
-  case QCOLL_I8: case QCOLL_U8: ((uint8_t *)p)[k] = (uint8_t)v; break;
-  case QCOLL_I32: case QCOLL_U32: ((uint32_t *)p)[k] = (uint32_t)v; break;
-  case QCOLL_I64: case QCOLL_U64: ((uint64_t *)p)[k] = (uint64_t)v; break;
-  default: store_double(dt, p, k, (double)v); break; /* small ints: exact */
+    case QCOLL_I8:
+    case QCOLL_U8: ((uint8_t *)p)[k] = (uint8_t)v; break;
+    case QCOLL_I32:
+    case QCOLL_U32: ((uint32_t *)p)[k] = (uint32_t)v; break;
+    case QCOLL_I64:
+    case QCOLL_U64: ((uint64_t *)p)[k] = (uint64_t)v; break;
+    default: store_double(dt, p, k, (double)v); break; /* small ints: exact */
   }
 }
 
 static double load_double(qcoll_dtype_t dt, const void *p, size_t k) {
   switch (dt) {
-  case QCOLL_I8: return ((const int8_t *)p)[k];
-  case QCOLL_U8: return ((const uint8_t *)p)[k];
-  case QCOLL_I32: return ((const int32_t *)p)[k];
-  case QCOLL_U32: return ((const uint32_t *)p)[k];
-  case QCOLL_I64: return (double)((const int64_t *)p)[k];
-  case QCOLL_U64: return (double)((const uint64_t *)p)[k];
-  case QCOLL_F16: return perf_f16_to_f32(((const uint16_t *)p)[k]);
-  case QCOLL_BF16: return perf_bf16_to_f32(((const uint16_t *)p)[k]);
-  case QCOLL_F32: return ((const float *)p)[k];
-  case QCOLL_F64: return ((const double *)p)[k];
-  default: return NAN;
+    case QCOLL_I8: return ((const int8_t *)p)[k];
+    case QCOLL_U8: return ((const uint8_t *)p)[k];
+    case QCOLL_I32: return ((const int32_t *)p)[k];
+    case QCOLL_U32: return ((const uint32_t *)p)[k];
+    case QCOLL_I64: return (double)((const int64_t *)p)[k];
+    case QCOLL_U64: return (double)((const uint64_t *)p)[k];
+    case QCOLL_F16: return perf_f16_to_f32(((const uint16_t *)p)[k]);
+    case QCOLL_BF16: return perf_bf16_to_f32(((const uint16_t *)p)[k]);
+    case QCOLL_F32: return ((const float *)p)[k];
+    case QCOLL_F64: return ((const double *)p)[k];
+    default: return NAN;
   }
 }
 
@@ -167,15 +171,16 @@ double perf_check_max_input(qcoll_dtype_t dt, qcoll_op_t op, int nranks) {
 
 static perf_red_t reduction(qcoll_op_t op) {
   switch (op) {
-  case QCOLL_PROD: return PERF_RED_PROD;
-  case QCOLL_MIN: return PERF_RED_MIN;
-  case QCOLL_MAX: return PERF_RED_MAX;
-  default: return PERF_RED_SUM; /* sum, avg */
+    case QCOLL_PROD: return PERF_RED_PROD;
+    case QCOLL_MIN: return PERF_RED_MIN;
+    case QCOLL_MAX: return PERF_RED_MAX;
+    default: return PERF_RED_SUM; /* sum, avg */
   }
 }
 
 /* Store op over all ranks of input element j into out[0]. */
-static void store_reduced(const perf_call_t *c, const perf_pattern_t *p, void *out, size_t j) {
+static void store_reduced(const perf_call_t *c, const perf_pattern_t *p,
+                          void *out, size_t j) {
   int64_t acc = perf_pattern_reduce(p, reduction(c->op), j);
   if (c->op != QCOLL_AVG) {
     store_int(c->dtype, out, 0, acc);
@@ -192,9 +197,11 @@ static void store_reduced(const perf_call_t *c, const perf_pattern_t *p, void *o
 /* Store the expected value of this rank's output element k into out[0].
  * Returns false when the element has no defined value (reduce on a
  * non-root). */
-static bool store_expected(const perf_call_t *c, const perf_pattern_t *p, size_t k, void *out) {
+static bool store_expected(const perf_call_t *c, const perf_pattern_t *p,
+                           size_t k, void *out) {
   perf_source_t src;
-  if (!perf_expected_source(c->coll->id, c->shape.count, c->rank, c->nranks, c->root, k, &src))
+  if (!perf_expected_source(c->coll->id, c->shape.count, c->rank, c->nranks,
+                            c->root, k, &src))
     return false;
   if (src.reduced)
     store_reduced(c, p, out, src.index);
@@ -242,8 +249,8 @@ int perf_check_prepare(const perf_call_t *c) {
   return 0;
 }
 
-int perf_check_compare(const perf_call_t *c, perf_tolerance_t tol, int64_t *wrong,
-                       double *max_err) {
+int perf_check_compare(const perf_call_t *c, perf_tolerance_t tol,
+                       int64_t *wrong, double *max_err) {
   double worst = 0;
   *wrong = 0;
   if (max_err) *max_err = 0;
@@ -251,7 +258,8 @@ int perf_check_compare(const perf_call_t *c, perf_tolerance_t tol, int64_t *wron
   if (c->coll->id == PERF_REDUCE && c->rank != c->root) return 0;
   regions_t g = call_regions(c);
   size_t es = qcoll_dtype_size(c->dtype);
-  if (perf_buf_download(g.out_buf, g.out_off, g.out_elems * es, c->stream) != 0) return -1;
+  if (perf_buf_download(g.out_buf, g.out_off, g.out_elems * es, c->stream) != 0)
+    return -1;
   const char *got = (const char *)g.out_buf->host + g.out_off;
   perf_pattern_t p = pattern(c->dtype, c->op, c->nranks);
   uint64_t expect[1]; /* one element of any dtype */
@@ -259,7 +267,8 @@ int perf_check_compare(const perf_call_t *c, perf_tolerance_t tol, int64_t *wron
     if (!store_expected(c, &p, k, expect)) continue;
     bool ok;
     if (tol.abs > 0) {
-      double d = fabs(load_double(c->dtype, got, k) - load_double(c->dtype, expect, 0));
+      double d = fabs(load_double(c->dtype, got, k) -
+                      load_double(c->dtype, expect, 0));
       ok = d <= tol.abs; /* false for NaN */
       if (d > worst) worst = d;
     } else {
@@ -271,11 +280,13 @@ int perf_check_compare(const perf_call_t *c, perf_tolerance_t tol, int64_t *wron
   return 0;
 }
 
-int perf_check_count_wrong(const perf_call_t *c, perf_tolerance_t tol, int64_t *wrong) {
+int perf_check_count_wrong(const perf_call_t *c, perf_tolerance_t tol,
+                           int64_t *wrong) {
   return perf_check_compare(c, tol, wrong, NULL);
 }
 
-/* ---- the tolerance of a quantised transfer -------------------------------- */
+/* ---- the tolerance of a quantised transfer --------------------------------
+ */
 
 /* Quantisation maps each group of 32 values onto a signed range whose end
  * is the group's largest magnitude amax, so one value moves by at most half
@@ -291,16 +302,16 @@ int perf_check_count_wrong(const perf_call_t *c, perf_tolerance_t tol, int64_t *
  *   prod      on this checker's inputs (1 or 2, at most one 2 per element)
  *             the errors multiply: (1 + d)^(n-1) (2 + d) - 2
  * 1% covers the f32 arithmetic of scaling and reducing. */
-perf_tolerance_t perf_quant_tolerance(qcoll_quant_t quant, qcoll_dtype_t dtype, qcoll_op_t op,
-                                      int nranks) {
+perf_tolerance_t perf_quant_tolerance(qcoll_quant_t quant, qcoll_dtype_t dtype,
+                                      qcoll_op_t op, int nranks) {
   perf_tolerance_t tol = {0};
   double levels;
   switch (quant) {
-  case QCOLL_QUANT_INT8: levels = 127; break;
-  case QCOLL_QUANT_INT6: levels = 31; break;
-  case QCOLL_QUANT_INT4: levels = 7; break;
-  case QCOLL_QUANT_FP8: levels = 8; break;
-  default: return tol;
+    case QCOLL_QUANT_INT8: levels = 127; break;
+    case QCOLL_QUANT_INT6: levels = 31; break;
+    case QCOLL_QUANT_INT4: levels = 7; break;
+    case QCOLL_QUANT_FP8: levels = 8; break;
+    default: return tol;
   }
   if (!is_float(dtype)) return tol; /* integers are never quantised: exact */
   double n = nranks;
@@ -308,22 +319,24 @@ perf_tolerance_t perf_quant_tolerance(qcoll_quant_t quant, qcoll_dtype_t dtype, 
   double d = max_in / (2 * levels);
   double in_err, max_out;
   switch (op) {
-  case QCOLL_SUM:
-    in_err = n * d;
-    max_out = n * max_in;
-    break;
-  case QCOLL_PROD:
-    in_err = pow(1 + d, n - 1) * (2 + d) - 2;
-    max_out = 2;
-    break;
-  default:
-    in_err = d;
-    max_out = max_in;
-    break;
+    case QCOLL_SUM:
+      in_err = n * d;
+      max_out = n * max_in;
+      break;
+    case QCOLL_PROD:
+      in_err = pow(1 + d, n - 1) * (2 + d) - 2;
+      max_out = 2;
+      break;
+    default:
+      in_err = d;
+      max_out = max_in;
+      break;
   }
   double max_result = max_out + in_err;
-  double eps = dtype == QCOLL_BF16 ? 0x1p-8 : dtype == QCOLL_F16 ? 0x1p-11
-             : dtype == QCOLL_F32 ? 0x1p-24 : 0x1p-53;
+  double eps = dtype == QCOLL_BF16  ? 0x1p-8
+               : dtype == QCOLL_F16 ? 0x1p-11
+               : dtype == QCOLL_F32 ? 0x1p-24
+                                    : 0x1p-53;
   tol.abs = (in_err + max_result / (2 * levels)) * 1.01 + 2 * max_result * eps;
   return tol;
 }

@@ -8,7 +8,8 @@
 void perf_call_pointers(const perf_call_t *call, void **send, void **recv,
                         size_t *send_off_bytes, size_t *recv_off_bytes) {
   size_t es = qcoll_dtype_size(call->dtype);
-  size_t own = (size_t)call->rank * call->shape.count * es; /* this rank's block */
+  size_t own =
+      (size_t)call->rank * call->shape.count * es; /* this rank's block */
   *send_off_bytes = *recv_off_bytes = 0;
   if (!call->in_place) {
     *send = call->send->ptr;
@@ -25,24 +26,16 @@ void perf_call_pointers(const perf_call_t *call, void **send, void **recv,
 
 const char *perf_call_fn(const perf_call_t *call) {
   switch (call->coll->id) {
-  case PERF_ALL_REDUCE:
-    return call->use_ex ? "qcoll_all_reduce_ex" : "qcoll_all_reduce";
-  case PERF_REDUCE:
-    return "qcoll_reduce";
-  case PERF_BROADCAST:
-    return "qcoll_broadcast";
-  case PERF_ALL_GATHER:
-    return "qcoll_all_gather";
-  case PERF_REDUCE_SCATTER:
-    return "qcoll_reduce_scatter";
-  case PERF_ALL_TO_ALL:
-    return "qcoll_all_to_all";
-  case PERF_SENDRECV:
-    return "qcoll_send/qcoll_recv";
-  case PERF_BARRIER:
-    return "qcoll_barrier";
-  default:
-    return "?";
+    case PERF_ALL_REDUCE:
+      return call->use_ex ? "qcoll_all_reduce_ex" : "qcoll_all_reduce";
+    case PERF_REDUCE: return "qcoll_reduce";
+    case PERF_BROADCAST: return "qcoll_broadcast";
+    case PERF_ALL_GATHER: return "qcoll_all_gather";
+    case PERF_REDUCE_SCATTER: return "qcoll_reduce_scatter";
+    case PERF_ALL_TO_ALL: return "qcoll_all_to_all";
+    case PERF_SENDRECV: return "qcoll_send/qcoll_recv";
+    case PERF_BARRIER: return "qcoll_barrier";
+    default: return "?";
   }
 }
 
@@ -50,17 +43,20 @@ const char *perf_call_fn(const perf_call_t *call) {
  * Even ranks send first and odd ranks receive first, so a send that waits
  * for its receiver (a message larger than the pair's buffer) always has
  * one. */
-static qcoll_status_t sendrecv_ring(const perf_call_t *c, const void *send, void *recv) {
+static qcoll_status_t sendrecv_ring(const perf_call_t *c, const void *send,
+                                    void *recv) {
   int next = (c->rank + 1) % c->nranks;
   int prev = (c->rank + c->nranks - 1) % c->nranks;
   size_t n = c->shape.count;
   qcoll_status_t st;
   if (c->rank % 2 == 0) {
     st = qcoll_send(send, n, c->dtype, next, c->comm, c->stream);
-    if (st == QCOLL_OK) st = qcoll_recv(recv, n, c->dtype, prev, c->comm, c->stream);
+    if (st == QCOLL_OK)
+      st = qcoll_recv(recv, n, c->dtype, prev, c->comm, c->stream);
   } else {
     st = qcoll_recv(recv, n, c->dtype, prev, c->comm, c->stream);
-    if (st == QCOLL_OK) st = qcoll_send(send, n, c->dtype, next, c->comm, c->stream);
+    if (st == QCOLL_OK)
+      st = qcoll_send(send, n, c->dtype, next, c->comm, c->stream);
   }
   return st;
 }
@@ -71,25 +67,27 @@ qcoll_status_t perf_call_run(const perf_call_t *c) {
   perf_call_pointers(c, &send, &recv, &so, &ro);
   size_t n = c->shape.count;
   switch (c->coll->id) {
-  case PERF_ALL_REDUCE:
-    if (c->use_ex)
-      return qcoll_all_reduce_ex(send, recv, n, c->dtype, c->op, c->comm, c->stream, &c->opts);
-    return qcoll_all_reduce(send, recv, n, c->dtype, c->op, c->comm, c->stream);
-  case PERF_REDUCE:
-    return qcoll_reduce(send, recv, n, c->dtype, c->op, c->root, c->comm, c->stream);
-  case PERF_BROADCAST:
-    return qcoll_broadcast(send, recv, n, c->dtype, c->root, c->comm, c->stream);
-  case PERF_ALL_GATHER:
-    return qcoll_all_gather(send, recv, n, c->dtype, c->comm, c->stream);
-  case PERF_REDUCE_SCATTER:
-    return qcoll_reduce_scatter(send, recv, n, c->dtype, c->op, c->comm, c->stream);
-  case PERF_ALL_TO_ALL:
-    return qcoll_all_to_all(send, recv, n, c->dtype, c->comm, c->stream);
-  case PERF_SENDRECV:
-    return sendrecv_ring(c, send, recv);
-  case PERF_BARRIER:
-    return qcoll_barrier(c->comm, c->stream);
-  default:
-    return QCOLL_ERR_INVALID_ARGUMENT;
+    case PERF_ALL_REDUCE:
+      if (c->use_ex)
+        return qcoll_all_reduce_ex(send, recv, n, c->dtype, c->op, c->comm,
+                                   c->stream, &c->opts);
+      return qcoll_all_reduce(send, recv, n, c->dtype, c->op, c->comm,
+                              c->stream);
+    case PERF_REDUCE:
+      return qcoll_reduce(send, recv, n, c->dtype, c->op, c->root, c->comm,
+                          c->stream);
+    case PERF_BROADCAST:
+      return qcoll_broadcast(send, recv, n, c->dtype, c->root, c->comm,
+                             c->stream);
+    case PERF_ALL_GATHER:
+      return qcoll_all_gather(send, recv, n, c->dtype, c->comm, c->stream);
+    case PERF_REDUCE_SCATTER:
+      return qcoll_reduce_scatter(send, recv, n, c->dtype, c->op, c->comm,
+                                  c->stream);
+    case PERF_ALL_TO_ALL:
+      return qcoll_all_to_all(send, recv, n, c->dtype, c->comm, c->stream);
+    case PERF_SENDRECV: return sendrecv_ring(c, send, recv);
+    case PERF_BARRIER: return qcoll_barrier(c->comm, c->stream);
+    default: return QCOLL_ERR_INVALID_ARGUMENT;
   }
 }

@@ -43,30 +43,28 @@ const perf_coll_t *perf_coll_by_id(perf_coll_id_t id) {
   return (unsigned)id < PERF_COLL_COUNT ? &colls[id] : NULL;
 }
 
-perf_shape_t perf_coll_shape(const perf_coll_t *c, size_t bytes, size_t elem_size, int nranks) {
+perf_shape_t perf_coll_shape(const perf_coll_t *c, size_t bytes,
+                             size_t elem_size, int nranks) {
   perf_shape_t s = {0, 0, 0, 0};
   size_t elems = bytes / elem_size;
   size_t n = (size_t)nranks;
   switch (c->id) {
-  case PERF_ALL_GATHER:
-    s.count = elems / n;
-    s.send_elems = s.count;
-    s.recv_elems = s.count * n;
-    break;
-  case PERF_REDUCE_SCATTER:
-    s.count = elems / n;
-    s.send_elems = s.count * n;
-    s.recv_elems = s.count;
-    break;
-  case PERF_ALL_TO_ALL:
-    s.count = elems / n;
-    s.send_elems = s.recv_elems = s.count * n;
-    break;
-  case PERF_BARRIER:
-    break;
-  default:
-    s.count = s.send_elems = s.recv_elems = elems;
-    break;
+    case PERF_ALL_GATHER:
+      s.count = elems / n;
+      s.send_elems = s.count;
+      s.recv_elems = s.count * n;
+      break;
+    case PERF_REDUCE_SCATTER:
+      s.count = elems / n;
+      s.send_elems = s.count * n;
+      s.recv_elems = s.count;
+      break;
+    case PERF_ALL_TO_ALL:
+      s.count = elems / n;
+      s.send_elems = s.recv_elems = s.count * n;
+      break;
+    case PERF_BARRIER: break;
+    default: s.count = s.send_elems = s.recv_elems = elems; break;
   }
   size_t most = s.send_elems > s.recv_elems ? s.send_elems : s.recv_elems;
   s.bytes = most * elem_size;
@@ -76,22 +74,20 @@ perf_shape_t perf_coll_shape(const perf_coll_t *c, size_t bytes, size_t elem_siz
 double perf_busbw_factor(const perf_coll_t *c, int nranks) {
   double n = nranks;
   switch (c->id) {
-  case PERF_ALL_REDUCE:
-    return 2.0 * (n - 1) / n;
-  case PERF_ALL_GATHER:
-  case PERF_REDUCE_SCATTER:
-  case PERF_ALL_TO_ALL:
-    return (n - 1) / n;
-  case PERF_BARRIER:
-    return 0;
-  default: /* reduce, broadcast, sendrecv: every byte crosses one link */
-    return 1;
+    case PERF_ALL_REDUCE: return 2.0 * (n - 1) / n;
+    case PERF_ALL_GATHER:
+    case PERF_REDUCE_SCATTER:
+    case PERF_ALL_TO_ALL: return (n - 1) / n;
+    case PERF_BARRIER: return 0;
+    default: /* reduce, broadcast, sendrecv: every byte crosses one link */
+      return 1;
   }
 }
 
 /* ---- options ---------------------------------------------------------- */
 
-void perf_args_init(perf_args_t *a, char largest_unit, perf_input_error_fn fail) {
+void perf_args_init(perf_args_t *a, char largest_unit,
+                    perf_input_error_fn fail) {
   *a = (perf_args_t){.min_bytes = 32u << 20,
                      .max_bytes = 32u << 20,
                      .step_factor = 2,
@@ -113,7 +109,8 @@ bool perf_parse_size(const char *s, char largest_unit, size_t *out) {
   const char *unit = *end ? strchr(units, toupper((unsigned char)*end)) : NULL;
   unsigned shift = unit ? 10u * (unsigned)(unit - units + 1) : 0;
   if (unit) end++;
-  if (shift && (strcmp(end, "B") == 0 || strcmp(end, "iB") == 0 || strcmp(end, "b") == 0))
+  if (shift && (strcmp(end, "B") == 0 || strcmp(end, "iB") == 0 ||
+                strcmp(end, "b") == 0))
     end += strlen(end);
   if (*end) return false;
   if (shift && v > (~0ull >> shift)) return false;
@@ -121,7 +118,8 @@ bool perf_parse_size(const char *s, char largest_unit, size_t *out) {
   return true;
 }
 
-long perf_parse_int(const char *opt, const char *s, long lo, long hi, perf_input_error_fn fail) {
+long perf_parse_int(const char *opt, const char *s, long lo, long hi,
+                    perf_input_error_fn fail) {
   char *end = NULL;
   errno = 0;
   long v = strtol(s, &end, 10);
@@ -132,33 +130,43 @@ long perf_parse_int(const char *opt, const char *s, long lo, long hi, perf_input
 
 bool perf_args_option(perf_args_t *a, int c, const char *arg) {
   switch (c) {
-  case 'b':
-    if (!perf_parse_size(arg, a->largest_unit, &a->min_bytes)) a->fail("-b: bad size '%s'", arg);
-    return true;
-  case 'e':
-    if (!perf_parse_size(arg, a->largest_unit, &a->max_bytes)) a->fail("-e: bad size '%s'", arg);
-    return true;
-  case 'f': {
-    char *end = NULL;
-    a->step_factor = strtod(arg, &end);
-    if (end == arg || *end || !(a->step_factor > 1) || !isfinite(a->step_factor))
-      a->fail("-f needs a step factor greater than 1, got '%s'", arg);
-    a->factor_given = true;
-    return true;
-  }
-  case 'i':
-    if (!perf_parse_size(arg, a->largest_unit, &a->step_bytes) || a->step_bytes == 0)
-      a->fail("-i needs a step of at least 1 byte, got '%s'", arg);
-    a->step_given = true;
-    return true;
-  case 'n': a->iters = (int)perf_parse_int("-n", arg, 1, 1000000000, a->fail); return true;
-  case 'w': a->warmup = (int)perf_parse_int("-w", arg, 0, 1000000000, a->fail); return true;
-  case 'c': a->check = (int)perf_parse_int("-c", arg, 0, 1, a->fail); return true;
-  case 'r':
-    a->root = (int)perf_parse_int("-r", arg, 0, 1 << 30, a->fail);
-    a->root_given = true;
-    return true;
-  default: return false;
+    case 'b':
+      if (!perf_parse_size(arg, a->largest_unit, &a->min_bytes))
+        a->fail("-b: bad size '%s'", arg);
+      return true;
+    case 'e':
+      if (!perf_parse_size(arg, a->largest_unit, &a->max_bytes))
+        a->fail("-e: bad size '%s'", arg);
+      return true;
+    case 'f': {
+      char *end = NULL;
+      a->step_factor = strtod(arg, &end);
+      if (end == arg || *end || !(a->step_factor > 1) ||
+          !isfinite(a->step_factor))
+        a->fail("-f needs a step factor greater than 1, got '%s'", arg);
+      a->factor_given = true;
+      return true;
+    }
+    case 'i':
+      if (!perf_parse_size(arg, a->largest_unit, &a->step_bytes) ||
+          a->step_bytes == 0)
+        a->fail("-i needs a step of at least 1 byte, got '%s'", arg);
+      a->step_given = true;
+      return true;
+    case 'n':
+      a->iters = (int)perf_parse_int("-n", arg, 1, 1000000000, a->fail);
+      return true;
+    case 'w':
+      a->warmup = (int)perf_parse_int("-w", arg, 0, 1000000000, a->fail);
+      return true;
+    case 'c':
+      a->check = (int)perf_parse_int("-c", arg, 0, 1, a->fail);
+      return true;
+    case 'r':
+      a->root = (int)perf_parse_int("-r", arg, 0, 1 << 30, a->fail);
+      a->root_given = true;
+      return true;
+    default: return false;
   }
 }
 
@@ -193,7 +201,8 @@ size_t *perf_sweep_sizes(const perf_args_t *a, int *n) {
     double next = a->step_factor > 0 ? (double)s * a->step_factor
                                      : (double)s + (double)a->step_bytes;
     /* Truncation could stall a small size with a small factor. */
-    size_t ns = next >= (double)a->max_bytes + 1 ? a->max_bytes + 1 : (size_t)next;
+    size_t ns =
+        next >= (double)a->max_bytes + 1 ? a->max_bytes + 1 : (size_t)next;
     if (ns <= s) ns = s + 1;
     if (ns > a->max_bytes || s == a->max_bytes) break;
     s = ns;
@@ -222,45 +231,38 @@ int64_t perf_pattern_reduce(const perf_pattern_t *p, perf_red_t red, size_t j) {
   for (int r = 1; r < p->nranks; r++) {
     int64_t v = perf_pattern_value(p, r, j);
     switch (red) {
-    case PERF_RED_PROD: acc *= v; break;
-    case PERF_RED_MIN: acc = v < acc ? v : acc; break;
-    case PERF_RED_MAX: acc = v > acc ? v : acc; break;
-    default: acc += v; break;
+      case PERF_RED_PROD: acc *= v; break;
+      case PERF_RED_MIN: acc = v < acc ? v : acc; break;
+      case PERF_RED_MAX: acc = v > acc ? v : acc; break;
+      default: acc += v; break;
     }
   }
   return acc;
 }
 
-bool perf_expected_source(perf_coll_id_t id, size_t count, int rank, int nranks, int root,
-                          size_t k, perf_source_t *src) {
+bool perf_expected_source(perf_coll_id_t id, size_t count, int rank, int nranks,
+                          int root, size_t k, perf_source_t *src) {
   *src = (perf_source_t){false, 0, k};
   switch (id) {
-  case PERF_ALL_REDUCE:
-    src->reduced = true;
-    return true;
-  case PERF_REDUCE:
-    src->reduced = true;
-    return rank == root;
-  case PERF_REDUCE_SCATTER:
-    src->reduced = true;
-    src->index = (size_t)rank * count + k;
-    return true;
-  case PERF_BROADCAST:
-    src->rank = root;
-    return true;
-  case PERF_ALL_GATHER:
-    src->rank = (int)(k / count);
-    src->index = k % count;
-    return true;
-  case PERF_ALL_TO_ALL:
-    src->rank = (int)(k / count);
-    src->index = (size_t)rank * count + k % count;
-    return true;
-  case PERF_SENDRECV: /* from the previous rank of the ring */
-    src->rank = (rank + nranks - 1) % nranks;
-    return true;
-  default:
-    return false;
+    case PERF_ALL_REDUCE: src->reduced = true; return true;
+    case PERF_REDUCE: src->reduced = true; return rank == root;
+    case PERF_REDUCE_SCATTER:
+      src->reduced = true;
+      src->index = (size_t)rank * count + k;
+      return true;
+    case PERF_BROADCAST: src->rank = root; return true;
+    case PERF_ALL_GATHER:
+      src->rank = (int)(k / count);
+      src->index = k % count;
+      return true;
+    case PERF_ALL_TO_ALL:
+      src->rank = (int)(k / count);
+      src->index = (size_t)rank * count + k % count;
+      return true;
+    case PERF_SENDRECV: /* from the previous rank of the ring */
+      src->rank = (rank + nranks - 1) % nranks;
+      return true;
+    default: return false;
   }
 }
 
@@ -272,13 +274,13 @@ void perf_print_title(const char *prog, const char *coll, const char *library) {
 
 void perf_print_sweep(int nranks, const perf_args_t *a, int graph_launches) {
   if (a->step_factor > 0)
-    printf("#  nranks %d  minBytes %zu  maxBytes %zu  step: %g(factor)", nranks, a->min_bytes,
-           a->max_bytes, a->step_factor);
+    printf("#  nranks %d  minBytes %zu  maxBytes %zu  step: %g(factor)", nranks,
+           a->min_bytes, a->max_bytes, a->step_factor);
   else
-    printf("#  nranks %d  minBytes %zu  maxBytes %zu  step: %zu(bytes)", nranks, a->min_bytes,
-           a->max_bytes, a->step_bytes);
-  printf("  warmup iters: %d  iters: %d  validation: %d  graph: %d\n", a->warmup, a->iters,
-         a->check, graph_launches);
+    printf("#  nranks %d  minBytes %zu  maxBytes %zu  step: %zu(bytes)", nranks,
+           a->min_bytes, a->max_bytes, a->step_bytes);
+  printf("  warmup iters: %d  iters: %d  validation: %d  graph: %d\n",
+         a->warmup, a->iters, a->check, graph_launches);
 }
 
 void perf_print_rank(int rank, int pid, const char *host) {
@@ -289,30 +291,38 @@ void perf_print_columns(bool nccl) {
   printf("# %72s%31s", "out-of-place", "in-place");
   if (nccl) printf("%31s", "nccl (out-of-place)");
   printf("\n");
-  printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s", "size", "count",
-         "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
-         "#wrong");
+  printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s",
+         "size", "count", "type", "redop", "root", "time", "algbw", "busbw",
+         "#wrong", "time", "algbw", "busbw", "#wrong");
   if (nccl) printf("  %9s  %10s  %6s", "nccl_time", "nccl_busbw", "ratio");
-  printf("\n# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s", "(B)",
-         "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+  printf(
+      "\n# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s",
+      "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)",
+      "(GB/s)", "(GB/s)", "");
   if (nccl) printf("  %9s  %10s  %6s", "(us)", "(GB/s)", "(x)");
   printf("\n");
 }
 
-void perf_print_row_start(size_t bytes, size_t count, const char *type, const char *redop,
-                          int root) {
+void perf_print_row_start(size_t bytes, size_t count, const char *type,
+                          const char *redop, int root) {
   printf("%12zu  %12zu  %8s  %6s  %6d", bytes, count, type, redop, root);
 }
 
 void perf_format_time(double us, int width, char *buf, size_t len) {
-  if (us >= 10000.0) snprintf(buf, len, "%*.0f", width, us);
-  else if (us >= 100.0) snprintf(buf, len, "%*.1f", width, us);
-  else snprintf(buf, len, "%*.2f", width, us);
+  if (us >= 10000.0)
+    snprintf(buf, len, "%*.0f", width, us);
+  else if (us >= 100.0)
+    snprintf(buf, len, "%*.1f", width, us);
+  else
+    snprintf(buf, len, "%*.2f", width, us);
 }
 
-double perf_algbw(size_t bytes, double sec) { return sec > 0 ? (double)bytes / sec / 1e9 : 0; }
+double perf_algbw(size_t bytes, double sec) {
+  return sec > 0 ? (double)bytes / sec / 1e9 : 0;
+}
 
-void perf_print_placement(double sec, double algbw, double busbw, const char *wrong) {
+void perf_print_placement(double sec, double algbw, double busbw,
+                          const char *wrong) {
   char ts[32];
   perf_format_time(sec * 1e6, 7, ts, sizeof ts);
   printf("  %7s  %6.2f  %6.2f  %6s", ts, algbw, busbw, wrong);
@@ -323,14 +333,18 @@ void perf_print_untimed(const char *time, const char *wrong) {
 }
 
 void perf_format_wrong(bool checked, int64_t wrong, char *buf, size_t len) {
-  if (checked) snprintf(buf, len, "%lld", (long long)wrong);
-  else snprintf(buf, len, "N/A");
+  if (checked)
+    snprintf(buf, len, "%lld", (long long)wrong);
+  else
+    snprintf(buf, len, "N/A");
 }
 
 void perf_print_totals(int check, const perf_totals_t *t) {
   if (check)
-    printf("# Out of bounds values : %lld %s\n", (long long)t->wrong, t->wrong ? "FAILED" : "OK");
+    printf("# Out of bounds values : %lld %s\n", (long long)t->wrong,
+           t->wrong ? "FAILED" : "OK");
   else
     printf("# Out of bounds values : N/A (not checked, -c 0)\n");
-  printf("# Avg bus bandwidth    : %g\n", t->bw_count ? t->bw_sum / t->bw_count : 0.0);
+  printf("# Avg bus bandwidth    : %g\n",
+         t->bw_count ? t->bw_sum / t->bw_count : 0.0);
 }

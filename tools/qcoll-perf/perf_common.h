@@ -51,7 +51,8 @@ typedef struct perf_shape {
   size_t bytes;      /* the size column: max(send, recv) bytes */
 } perf_shape_t;
 
-perf_shape_t perf_coll_shape(const perf_coll_t *c, size_t bytes, size_t elem_size, int nranks);
+perf_shape_t perf_coll_shape(const perf_coll_t *c, size_t bytes,
+                             size_t elem_size, int nranks);
 
 /* algbw x factor = busbw, so bus bandwidths compare with the hardware's. */
 double perf_busbw_factor(const perf_coll_t *c, int nranks);
@@ -77,30 +78,35 @@ typedef struct perf_args {
 
 /* getopt's spellings of those options, for the programs' tables. */
 #define PERF_ARGS_SHORTOPTS "b:e:f:i:n:w:c:r:"
-#define PERF_ARGS_LONGOPTS                                                          \
-  {"minbytes", required_argument, NULL, 'b'}, {"maxbytes", required_argument, NULL, 'e'}, \
-      {"stepfactor", required_argument, NULL, 'f'},                                       \
-      {"stepbytes", required_argument, NULL, 'i'},                                        \
-      {"iters", required_argument, NULL, 'n'},                                            \
-      {"warmup_iters", required_argument, NULL, 'w'},                                     \
-      {"check", required_argument, NULL, 'c'}, {"root", required_argument, NULL, 'r'}
+#define PERF_ARGS_LONGOPTS                            \
+  {"minbytes", required_argument, NULL, 'b'},         \
+      {"maxbytes", required_argument, NULL, 'e'},     \
+      {"stepfactor", required_argument, NULL, 'f'},   \
+      {"stepbytes", required_argument, NULL, 'i'},    \
+      {"iters", required_argument, NULL, 'n'},        \
+      {"warmup_iters", required_argument, NULL, 'w'}, \
+      {"check", required_argument, NULL, 'c'}, {      \
+    "root", required_argument, NULL, 'r'              \
+  }
 /* Their help lines. */
 #define PERF_USAGE_SWEEP                                                     \
   "  -b, --minbytes SIZE     smallest size (default 32M)\n"                  \
   "  -e, --maxbytes SIZE     largest size (default 32M)\n"                   \
   "  -f, --stepfactor F      multiply the size by F each step (default 2)\n" \
   "  -i, --stepbytes SIZE    add SIZE each step instead\n"                   \
-  "  -n, --iters N           timed iterations per size (default 20)\n"      \
-  "  -w, --warmup_iters N    untimed iterations per size (default 5)\n"     \
+  "  -n, --iters N           timed iterations per size (default 20)\n"       \
+  "  -w, --warmup_iters N    untimed iterations per size (default 5)\n"      \
   "  -c, --check 0|1         check every result exactly (default 1)\n"
-#define PERF_USAGE_ROOT "  -r, --root R            root of reduce and broadcast (default 0)\n"
+#define PERF_USAGE_ROOT \
+  "  -r, --root R            root of reduce and broadcast (default 0)\n"
 #define PERF_USAGE_HELP                        \
   "  -h, --help              show this help\n" \
   "SIZE takes K, M, G suffixes (powers of 1024), e.g. 64K.\n"
 
 /* The defaults: 32M to 32M by a factor of 2, 20 timed and 5 untimed
  * calls, checked, root 0. */
-void perf_args_init(perf_args_t *a, char largest_unit, perf_input_error_fn fail);
+void perf_args_init(perf_args_t *a, char largest_unit,
+                    perf_input_error_fn fail);
 /* Take option c with its argument; false when c is not one of the
  * options above. */
 bool perf_args_option(perf_args_t *a, int c, const char *arg);
@@ -113,7 +119,8 @@ void perf_args_check(perf_args_t *a, const perf_coll_t *coll);
  * is 'T'): powers of 1024. */
 bool perf_parse_size(const char *s, char largest_unit, size_t *out);
 /* An integer in lo..hi, or fail() says what was wrong with option opt. */
-long perf_parse_int(const char *opt, const char *s, long lo, long hi, perf_input_error_fn fail);
+long perf_parse_int(const char *opt, const char *s, long lo, long hi,
+                    perf_input_error_fn fail);
 
 /* The sizes of the sweep (malloc'd, *n of them), or NULL out of memory. */
 size_t *perf_sweep_sizes(const perf_args_t *a, int *n);
@@ -122,7 +129,12 @@ size_t *perf_sweep_sizes(const perf_args_t *a, int *n);
 
 /* The reductions both libraries have (an average is a sum, divided by the
  * caller). */
-typedef enum perf_red { PERF_RED_SUM, PERF_RED_PROD, PERF_RED_MIN, PERF_RED_MAX } perf_red_t;
+typedef enum perf_red {
+  PERF_RED_SUM,
+  PERF_RED_PROD,
+  PERF_RED_MIN,
+  PERF_RED_MAX
+} perf_red_t;
 
 /* Rank r's input for element j is a small integer, exact in every type,
  * from r and a hash of j (so an element that lands at the wrong index is
@@ -150,8 +162,8 @@ typedef struct perf_source {
 /* The source of output element k of `rank` after collective id with this
  * count and root; false when it has no defined value (reduce on a
  * non-root, barrier). */
-bool perf_expected_source(perf_coll_id_t id, size_t count, int rank, int nranks, int root,
-                          size_t k, perf_source_t *src);
+bool perf_expected_source(perf_coll_id_t id, size_t count, int rank, int nranks,
+                          int root, size_t k, perf_source_t *src);
 
 /* ---- the table (rank 0 prints) --------------------------------------- */
 
@@ -171,14 +183,15 @@ void perf_print_rank(int rank, int pid, const char *host);
 /* The three lines of column titles; nccl: with NCCL's three columns. */
 void perf_print_columns(bool nccl);
 /* The row's first five columns. */
-void perf_print_row_start(size_t bytes, size_t count, const char *type, const char *redop,
-                          int root);
+void perf_print_row_start(size_t bytes, size_t count, const char *type,
+                          const char *redop, int root);
 /* Microseconds in `width` characters, with fewer decimals as they grow. */
 void perf_format_time(double us, int width, char *buf, size_t len);
 /* GB/s of a call that moves `bytes` in `sec` (0 for no time). */
 double perf_algbw(size_t bytes, double sec);
 /* A placement's four columns: time algbw busbw #wrong. */
-void perf_print_placement(double sec, double algbw, double busbw, const char *wrong);
+void perf_print_placement(double sec, double algbw, double busbw,
+                          const char *wrong);
 /* ...for a placement that was not timed ("N/A", "nograph"). */
 void perf_print_untimed(const char *time, const char *wrong);
 /* "#wrong" of a checked placement, or "N/A" unchecked. */

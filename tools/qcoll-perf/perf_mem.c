@@ -24,7 +24,9 @@
 
 static _Thread_local char gpu_error[256];
 
-const char *perf_gpu_error(void) { return gpu_error; }
+const char *perf_gpu_error(void) {
+  return gpu_error;
+}
 
 static double now_s(void) {
   struct timespec ts;
@@ -38,7 +40,9 @@ static double now_s(void) {
  * never written; reading them is faster than reading real memory and
  * flattered out-of-place timings).  0x3c bytes are normal numbers in every
  * float type, so no timed loop reduces denormals. */
-static void touch_pages(void *p, size_t n) { memset(p, 0x3c, n); }
+static void touch_pages(void *p, size_t n) {
+  memset(p, 0x3c, n);
+}
 
 bool perf_cuda_built(void) {
 #ifdef QCOLL_PERF_CUDA
@@ -61,14 +65,14 @@ static bool cuda_disabled(void) {
  * so callers can `return failed(...)`. */
 static int failed(const char *what, cudaError_t err) {
   int name_len = (int)strcspn(what, "(");
-  snprintf(gpu_error, sizeof gpu_error, "%.*s: %s (%s)", name_len, what, cudaGetErrorString(err),
-           cudaGetErrorName(err));
+  snprintf(gpu_error, sizeof gpu_error, "%.*s: %s (%s)", name_len, what,
+           cudaGetErrorString(err), cudaGetErrorName(err));
   return -1;
 }
 
-#define CUDA_TRY(call)                              \
-  do {                                              \
-    cudaError_t err_ = (call);                      \
+#define CUDA_TRY(call)                                   \
+  do {                                                   \
+    cudaError_t err_ = (call);                           \
     if (err_ != cudaSuccess) return failed(#call, err_); \
   } while (0)
 
@@ -99,7 +103,9 @@ int perf_mem_setup(perf_mem_kind_t kind, int local_rank, const char **why) {
   static char msg[400];
   if (kind == PERF_MEM_HOST) return 0;
   if (cuda_disabled()) {
-    *why = "-m gpu: QCOLL_DISABLE_CUDA is set, so the library uses no GPU (use -m host)";
+    *why =
+        "-m gpu: QCOLL_DISABLE_CUDA is set, so the library uses no GPU (use -m "
+        "host)";
     return -1;
   }
   int n, dev;
@@ -110,10 +116,12 @@ int perf_mem_setup(perf_mem_kind_t kind, int local_rank, const char **why) {
   }
   dev = (local_rank < 0 ? 0 : local_rank) % n;
   cudaError_t err = cudaSetDevice(dev);
-  if (err == cudaSuccess) err = cudaFree(NULL); /* create the context now, not in a timed loop */
+  if (err == cudaSuccess)
+    err = cudaFree(NULL); /* create the context now, not in a timed loop */
   if (err != cudaSuccess) {
     failed("cudaSetDevice", err);
-    snprintf(msg, sizeof msg, "-m gpu: cannot use device %d (local rank %d of %d devices): %s",
+    snprintf(msg, sizeof msg,
+             "-m gpu: cannot use device %d (local rank %d of %d devices): %s",
              dev, local_rank, n, gpu_error);
     *why = msg;
     return -1;
@@ -133,7 +141,8 @@ void perf_gpu_describe(char *buf, size_t len) {
   int dev = perf_current_device();
   buf[0] = 0;
   if (dev < 0 || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) return;
-  if (cudaDeviceGetPCIBusId(bus, (int)sizeof bus, dev) != cudaSuccess) bus[0] = 0;
+  if (cudaDeviceGetPCIBusId(bus, (int)sizeof bus, dev) != cudaSuccess)
+    bus[0] = 0;
   snprintf(buf, len, "%s [%s]", prop.name, bus);
 }
 
@@ -180,8 +189,8 @@ void perf_buf_free(perf_buf_t *b) {
 /* Copies go on the collectives' stream: it does not synchronise with the
  * legacy default stream, so a plain cudaMemcpy would not be ordered with
  * the calls around it. */
-static int copy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind,
-                void *stream) {
+static int copy(void *dst, const void *src, size_t bytes,
+                enum cudaMemcpyKind kind, void *stream) {
   if (bytes == 0) return 0;
   CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, kind, (cudaStream_t)stream));
   CUDA_TRY(cudaStreamSynchronize((cudaStream_t)stream));
@@ -190,14 +199,15 @@ static int copy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind ki
 
 int perf_buf_upload(perf_buf_t *b, size_t offset, size_t bytes, void *stream) {
   if (b->kind == PERF_MEM_HOST) return 0;
-  return copy((char *)b->ptr + offset, (char *)b->host + offset, bytes, cudaMemcpyHostToDevice,
-              stream);
+  return copy((char *)b->ptr + offset, (char *)b->host + offset, bytes,
+              cudaMemcpyHostToDevice, stream);
 }
 
-int perf_buf_download(perf_buf_t *b, size_t offset, size_t bytes, void *stream) {
+int perf_buf_download(perf_buf_t *b, size_t offset, size_t bytes,
+                      void *stream) {
   if (b->kind == PERF_MEM_HOST) return 0;
-  return copy((char *)b->host + offset, (char *)b->ptr + offset, bytes, cudaMemcpyDeviceToHost,
-              stream);
+  return copy((char *)b->host + offset, (char *)b->ptr + offset, bytes,
+              cudaMemcpyDeviceToHost, stream);
 }
 
 int perf_stream_create(perf_mem_kind_t kind, void **stream) {
@@ -253,7 +263,8 @@ int perf_timer_stop(perf_timer_t *t, void *stream, double *seconds) {
   float ms = 0;
   CUDA_TRY(cudaEventRecord((cudaEvent_t)t->stop, (cudaStream_t)stream));
   CUDA_TRY(cudaEventSynchronize((cudaEvent_t)t->stop));
-  CUDA_TRY(cudaEventElapsedTime(&ms, (cudaEvent_t)t->start, (cudaEvent_t)t->stop));
+  CUDA_TRY(
+      cudaEventElapsedTime(&ms, (cudaEvent_t)t->start, (cudaEvent_t)t->stop));
   *seconds = 1e-3 * (double)ms;
   return 0;
 }
@@ -265,7 +276,8 @@ void perf_timer_destroy(perf_timer_t *t) {
 }
 
 int perf_capture_begin(void *stream) {
-  CUDA_TRY(cudaStreamBeginCapture((cudaStream_t)stream, cudaStreamCaptureModeThreadLocal));
+  CUDA_TRY(cudaStreamBeginCapture((cudaStream_t)stream,
+                                  cudaStreamCaptureModeThreadLocal));
   return 0;
 }
 
@@ -308,7 +320,8 @@ void perf_graph_destroy(perf_graph_t *g) {
 #else /* no CUDA in this build */
 
 static int no_cuda(void) {
-  snprintf(gpu_error, sizeof gpu_error, "this qcoll-perf was built without CUDA");
+  snprintf(gpu_error, sizeof gpu_error,
+           "this qcoll-perf was built without CUDA");
   return -1;
 }
 
@@ -320,12 +333,16 @@ bool perf_gpu_available(const char **why) {
 int perf_mem_setup(perf_mem_kind_t kind, int local_rank, const char **why) {
   (void)local_rank;
   if (kind == PERF_MEM_HOST) return 0;
-  *why = "-m gpu: this qcoll-perf was built without CUDA, so it has no GPU buffers "
-         "(build qcoll with CUDA, or use -m host)";
+  *why =
+      "-m gpu: this qcoll-perf was built without CUDA, so it has no GPU "
+      "buffers "
+      "(build qcoll with CUDA, or use -m host)";
   return -1;
 }
 
-int perf_current_device(void) { return -1; }
+int perf_current_device(void) {
+  return -1;
+}
 
 void perf_gpu_describe(char *buf, size_t len) {
   if (len) buf[0] = 0;
@@ -354,7 +371,8 @@ int perf_buf_upload(perf_buf_t *b, size_t offset, size_t bytes, void *stream) {
   return b->kind == PERF_MEM_HOST ? 0 : no_cuda();
 }
 
-int perf_buf_download(perf_buf_t *b, size_t offset, size_t bytes, void *stream) {
+int perf_buf_download(perf_buf_t *b, size_t offset, size_t bytes,
+                      void *stream) {
   (void)offset, (void)bytes, (void)stream;
   return b->kind == PERF_MEM_HOST ? 0 : no_cuda();
 }
@@ -364,7 +382,9 @@ int perf_stream_create(perf_mem_kind_t kind, void **stream) {
   return kind == PERF_MEM_HOST ? 0 : no_cuda();
 }
 
-void perf_stream_destroy(perf_mem_kind_t kind, void *stream) { (void)kind, (void)stream; }
+void perf_stream_destroy(perf_mem_kind_t kind, void *stream) {
+  (void)kind, (void)stream;
+}
 
 int perf_stream_sync(perf_mem_kind_t kind, void *stream) {
   (void)stream;
@@ -389,7 +409,9 @@ int perf_timer_stop(perf_timer_t *t, void *stream, double *seconds) {
   return 0;
 }
 
-void perf_timer_destroy(perf_timer_t *t) { memset(t, 0, sizeof *t); }
+void perf_timer_destroy(perf_timer_t *t) {
+  memset(t, 0, sizeof *t);
+}
 
 int perf_capture_begin(void *stream) {
   (void)stream;
@@ -407,6 +429,8 @@ int perf_graph_launch(const perf_graph_t *g, void *stream) {
   return no_cuda();
 }
 
-void perf_graph_destroy(perf_graph_t *g) { g->exec = NULL; }
+void perf_graph_destroy(perf_graph_t *g) {
+  g->exec = NULL;
+}
 
 #endif

@@ -73,7 +73,8 @@ enum { OPT_VS_NCCL = 256 };
 /* Before init, only the process that will be rank 0 prints input errors:
  * every rank parses the same command line and would say the same thing. */
 static bool print_input_errors(void) {
-  static const char *rank_vars[] = {"QCOLL_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"};
+  static const char *rank_vars[] = {"QCOLL_RANK", "RANK",
+                                    "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"};
   for (size_t i = 0; i < sizeof rank_vars / sizeof rank_vars[0]; i++) {
     const char *v = getenv(rank_vars[i]);
     if (v) return strcmp(v, "0") == 0;
@@ -82,34 +83,44 @@ static bool print_input_errors(void) {
 }
 
 static void print_usage(FILE *f) {
-  fprintf(f,
-          "Usage: " PROG_NAME " [options] [collective]\n"
-          "       qcoll-run -n N " PROG_NAME " [options] [collective]\n"
-          "Measure a qcoll collective over a range of sizes.\n"
-          "\n"
-          "collective: all_reduce (default), reduce, broadcast, all_gather,\n"
-          "            reduce_scatter, all_to_all, sendrecv (ring), barrier\n"
-          PERF_USAGE_SWEEP
-          "  -d, --datatype T        i8 u8 i32 u32 i64 u64 f16 bf16 f32 f64, or all\n"
-          "                          (default f32)\n"
-          "  -o, --op OP             sum prod min max avg, or all (default sum)\n"
-          PERF_USAGE_ROOT
-          "  -G, --cudagraph N       capture the timed loop in a CUDA graph and\n"
-          "                          launch it N times (GPU memory only)\n"
-          "  -a, --algo A            all_reduce algorithm: auto host oneshot twoshot nccl\n"
-          "  -q, --quant Q           all_reduce transfer: none fp8 int8 int6 int4\n"
-          "  -m, --memory host|gpu   buffer memory (default gpu with a GPU, else host)\n"
-          "      --vs-nccl           also run NCCL on the same buffers and print its\n"
-          "                          time, bus bandwidth and nccl_time/qcoll_time\n"
-          "                          (GPU memory only; NCCL loaded from QCOLL_NCCL_LIB,\n"
-          "                          else libnccl.so.2)\n"
-          PERF_USAGE_HELP
-          "Exit status: 0, 1 when a result was wrong or a call failed, 2 for bad input.\n"
-          "A row whose time says 'nograph' was not timed: the library refused to\n"
-          "capture that collective into a CUDA graph (the reason is printed once).\n");
+  fprintf(
+      f,
+      "Usage: " PROG_NAME
+      " [options] [collective]\n"
+      "       qcoll-run -n N " PROG_NAME
+      " [options] [collective]\n"
+      "Measure a qcoll collective over a range of sizes.\n"
+      "\n"
+      "collective: all_reduce (default), reduce, broadcast, all_gather,\n"
+      "            reduce_scatter, all_to_all, sendrecv (ring), "
+      "barrier\n" PERF_USAGE_SWEEP
+      "  -d, --datatype T        i8 u8 i32 u32 i64 u64 f16 bf16 f32 f64, or "
+      "all\n"
+      "                          (default f32)\n"
+      "  -o, --op OP             sum prod min max avg, or all (default "
+      "sum)\n" PERF_USAGE_ROOT
+      "  -G, --cudagraph N       capture the timed loop in a CUDA graph and\n"
+      "                          launch it N times (GPU memory only)\n"
+      "  -a, --algo A            all_reduce algorithm: auto host oneshot "
+      "twoshot nccl\n"
+      "  -q, --quant Q           all_reduce transfer: none fp8 int8 int6 int4\n"
+      "  -m, --memory host|gpu   buffer memory (default gpu with a GPU, else "
+      "host)\n"
+      "      --vs-nccl           also run NCCL on the same buffers and print "
+      "its\n"
+      "                          time, bus bandwidth and nccl_time/qcoll_time\n"
+      "                          (GPU memory only; NCCL loaded from "
+      "QCOLL_NCCL_LIB,\n"
+      "                          else libnccl.so.2)\n" PERF_USAGE_HELP
+      "Exit status: 0, 1 when a result was wrong or a call failed, 2 for bad "
+      "input.\n"
+      "A row whose time says 'nograph' was not timed: the library refused to\n"
+      "capture that collective into a CUDA graph (the reason is printed "
+      "once).\n");
 }
 
-static void input_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void input_error(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2), noreturn));
 static void input_error(const char *fmt, ...) {
   if (print_input_errors()) {
     /* One write, so the message arrives whole. */
@@ -120,7 +131,8 @@ static void input_error(const char *fmt, ...) {
     n += vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
     va_end(ap);
     if (n < (int)sizeof msg)
-      snprintf(msg + n, sizeof msg - (size_t)n, "\nRun '" PROG_NAME " --help' for the options.\n");
+      snprintf(msg + n, sizeof msg - (size_t)n,
+               "\nRun '" PROG_NAME " --help' for the options.\n");
     fputs(msg, stderr);
   } else {
     /* Every rank found the same error and rank 0 explains it.  Leaving
@@ -132,16 +144,20 @@ static void input_error(const char *fmt, ...) {
   exit(EXIT_USAGE);
 }
 
-/* ---- parsing -------------------------------------------------------------- */
+/* ---- parsing --------------------------------------------------------------
+ */
 
 static bool dtype_by_name(const char *s, qcoll_dtype_t *dt) {
   /* Also the names of the usual performance tests. */
-  static const struct { const char *alias; qcoll_dtype_t dt; } aliases[] = {
-      {"int8", QCOLL_I8},     {"uint8", QCOLL_U8},   {"int32", QCOLL_I32},
-      {"int", QCOLL_I32},     {"uint32", QCOLL_U32}, {"int64", QCOLL_I64},
-      {"uint64", QCOLL_U64},  {"half", QCOLL_F16},   {"float16", QCOLL_F16},
-      {"bfloat16", QCOLL_BF16}, {"float", QCOLL_F32}, {"float32", QCOLL_F32},
-      {"double", QCOLL_F64},  {"float64", QCOLL_F64}};
+  static const struct {
+    const char *alias;
+    qcoll_dtype_t dt;
+  } aliases[] = {
+      {"int8", QCOLL_I8},       {"uint8", QCOLL_U8},   {"int32", QCOLL_I32},
+      {"int", QCOLL_I32},       {"uint32", QCOLL_U32}, {"int64", QCOLL_I64},
+      {"uint64", QCOLL_U64},    {"half", QCOLL_F16},   {"float16", QCOLL_F16},
+      {"bfloat16", QCOLL_BF16}, {"float", QCOLL_F32},  {"float32", QCOLL_F32},
+      {"double", QCOLL_F64},    {"float64", QCOLL_F64}};
   for (int i = 0; i < QCOLL_DTYPE_COUNT; i++)
     if (strcasecmp(s, qcoll_dtype_name((qcoll_dtype_t)i)) == 0) {
       *dt = (qcoll_dtype_t)i;
@@ -162,7 +178,10 @@ static void parse_dtypes(const char *s, perf_opts_t *o) {
     return;
   }
   if (!dtype_by_name(s, &o->dtypes[0]))
-    input_error("-d: unknown datatype '%s' (i8 u8 i32 u32 i64 u64 f16 bf16 f32 f64 or all)", s);
+    input_error(
+        "-d: unknown datatype '%s' (i8 u8 i32 u32 i64 u64 f16 bf16 f32 f64 or "
+        "all)",
+        s);
   o->n_dtypes = 1;
 }
 
@@ -183,23 +202,29 @@ static void parse_ops(const char *s, perf_opts_t *o) {
 
 static qcoll_algo_t parse_algo(const char *s) {
   for (int i = 0; i < QCOLL_ALGO_COUNT; i++)
-    if (strcasecmp(s, qcoll_algo_name((qcoll_algo_t)i)) == 0) return (qcoll_algo_t)i;
+    if (strcasecmp(s, qcoll_algo_name((qcoll_algo_t)i)) == 0)
+      return (qcoll_algo_t)i;
   input_error("-a: unknown algorithm '%s' (auto host oneshot twoshot nccl)", s);
 }
 
 static qcoll_quant_t parse_quant(const char *s) {
   for (int i = QCOLL_QUANT_NONE; i < QCOLL_QUANT_COUNT; i++)
-    if (strcasecmp(s, qcoll_quant_name((qcoll_quant_t)i)) == 0) return (qcoll_quant_t)i;
+    if (strcasecmp(s, qcoll_quant_name((qcoll_quant_t)i)) == 0)
+      return (qcoll_quant_t)i;
   input_error("-q: unknown quantisation '%s' (none fp8 int8 int6 int4)", s);
 }
 
 static void parse_options(int argc, char **argv, perf_opts_t *o) {
   static const struct option longopts[] = {
       PERF_ARGS_LONGOPTS,
-      {"datatype", required_argument, NULL, 'd'},  {"op", required_argument, NULL, 'o'},
-      {"cudagraph", required_argument, NULL, 'G'}, {"algo", required_argument, NULL, 'a'},
-      {"quant", required_argument, NULL, 'q'},     {"memory", required_argument, NULL, 'm'},
-      {"vs-nccl", no_argument, NULL, OPT_VS_NCCL}, {"help", no_argument, NULL, 'h'},
+      {"datatype", required_argument, NULL, 'd'},
+      {"op", required_argument, NULL, 'o'},
+      {"cudagraph", required_argument, NULL, 'G'},
+      {"algo", required_argument, NULL, 'a'},
+      {"quant", required_argument, NULL, 'q'},
+      {"memory", required_argument, NULL, 'm'},
+      {"vs-nccl", no_argument, NULL, OPT_VS_NCCL},
+      {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   *o = (perf_opts_t){.dtypes = {QCOLL_F32},
                      .n_dtypes = 1,
@@ -212,79 +237,96 @@ static void parse_options(int argc, char **argv, perf_opts_t *o) {
   bool algo_given = false, quant_given = false, mem_given = false;
   opterr = 0;
   int c;
-  while ((c = getopt_long(argc, argv, ":" PERF_ARGS_SHORTOPTS "d:o:G:a:q:m:h", longopts, NULL)) !=
-         -1) {
+  while ((c = getopt_long(argc, argv, ":" PERF_ARGS_SHORTOPTS "d:o:G:a:q:m:h",
+                          longopts, NULL)) != -1) {
     if (perf_args_option(&o->args, c, optarg)) continue;
     switch (c) {
-    case 'd': parse_dtypes(optarg, o); break;
-    case 'o':
-      parse_ops(optarg, o);
-      o->args.op_given = true;
-      break;
-    case 'G':
-      o->graph_launches = (int)perf_parse_int("-G", optarg, 0, 1000000000, input_error);
-      break;
-    case 'a':
-      o->algo = parse_algo(optarg);
-      algo_given = true;
-      break;
-    case 'q':
-      o->quant = parse_quant(optarg);
-      quant_given = true;
-      break;
-    case 'm':
-      if (strcasecmp(optarg, "host") == 0) o->mem = PERF_MEM_HOST;
-      else if (strcasecmp(optarg, "gpu") == 0) o->mem = PERF_MEM_GPU;
-      else input_error("-m: memory must be host or gpu, got '%s'", optarg);
-      mem_given = true;
-      break;
-    case OPT_VS_NCCL: o->vs_nccl = true; break;
-    case 'h':
-      print_usage(stdout);
-      exit(0);
-    case ':':
-      if (optopt && strchr("befinwcdorGaqm", optopt))
-        input_error("option -%c needs an argument", optopt);
-      input_error("option '%s' needs an argument", argv[optind - 1]);
-    default:
-      if (optopt && !strchr("befinwcdorGaqmh", optopt))
-        input_error("unknown option -%c", optopt);
-      input_error("unknown option '%s'", argv[optind - 1]);
+      case 'd': parse_dtypes(optarg, o); break;
+      case 'o':
+        parse_ops(optarg, o);
+        o->args.op_given = true;
+        break;
+      case 'G':
+        o->graph_launches =
+            (int)perf_parse_int("-G", optarg, 0, 1000000000, input_error);
+        break;
+      case 'a':
+        o->algo = parse_algo(optarg);
+        algo_given = true;
+        break;
+      case 'q':
+        o->quant = parse_quant(optarg);
+        quant_given = true;
+        break;
+      case 'm':
+        if (strcasecmp(optarg, "host") == 0)
+          o->mem = PERF_MEM_HOST;
+        else if (strcasecmp(optarg, "gpu") == 0)
+          o->mem = PERF_MEM_GPU;
+        else
+          input_error("-m: memory must be host or gpu, got '%s'", optarg);
+        mem_given = true;
+        break;
+      case OPT_VS_NCCL: o->vs_nccl = true; break;
+      case 'h': print_usage(stdout); exit(0);
+      case ':':
+        if (optopt && strchr("befinwcdorGaqm", optopt))
+          input_error("option -%c needs an argument", optopt);
+        input_error("option '%s' needs an argument", argv[optind - 1]);
+      default:
+        if (optopt && !strchr("befinwcdorGaqmh", optopt))
+          input_error("unknown option -%c", optopt);
+        input_error("unknown option '%s'", argv[optind - 1]);
     }
   }
   o->coll = perf_coll_by_id(PERF_ALL_REDUCE);
   if (optind < argc) {
     o->coll = perf_coll_by_name(argv[optind]);
     if (!o->coll)
-      input_error("unknown collective '%s' (all_reduce reduce broadcast all_gather "
-                  "reduce_scatter all_to_all sendrecv barrier)", argv[optind]);
+      input_error(
+          "unknown collective '%s' (all_reduce reduce broadcast all_gather "
+          "reduce_scatter all_to_all sendrecv barrier)",
+          argv[optind]);
     optind++;
   }
-  if (optind < argc) input_error("unexpected argument '%s' after the collective", argv[optind]);
+  if (optind < argc)
+    input_error("unexpected argument '%s' after the collective", argv[optind]);
 
   perf_args_check(&o->args, o->coll);
   if ((algo_given || quant_given) && o->coll->id != PERF_ALL_REDUCE)
     input_error("-a and -q apply to all_reduce only, not to %s", o->coll->name);
   /* Ask the driver only when it matters: -m host never touches a GPU. */
   const char *no_gpu = NULL;
-  if (!mem_given) o->mem = perf_gpu_available(&no_gpu) ? PERF_MEM_GPU : PERF_MEM_HOST;
+  if (!mem_given)
+    o->mem = perf_gpu_available(&no_gpu) ? PERF_MEM_GPU : PERF_MEM_HOST;
   char why_host[360] = "";
   if (o->mem == PERF_MEM_HOST && no_gpu)
     snprintf(why_host, sizeof why_host, ", as %s", no_gpu);
   else if (o->mem == PERF_MEM_HOST && !perf_cuda_built())
-    snprintf(why_host, sizeof why_host, ", and this qcoll-perf was built without CUDA");
+    snprintf(why_host, sizeof why_host,
+             ", and this qcoll-perf was built without CUDA");
   if (o->graph_launches > 0 && o->mem == PERF_MEM_HOST)
-    input_error("-G (CUDA graph capture) needs GPU buffers; this run uses host memory%s "
-                "(host collectives are synchronous and cannot be captured)", why_host);
+    input_error(
+        "-G (CUDA graph capture) needs GPU buffers; this run uses host "
+        "memory%s "
+        "(host collectives are synchronous and cannot be captured)",
+        why_host);
   if (o->vs_nccl && o->mem == PERF_MEM_HOST)
-    input_error("--vs-nccl needs GPU buffers (NCCL runs on GPU memory); this run uses host "
-                "memory%s", why_host);
-  if (o->mem == PERF_MEM_HOST && o->algo != QCOLL_ALGO_AUTO && o->algo != QCOLL_ALGO_HOST)
-    input_error("-a %s needs GPU buffers; this run uses host memory%s (use -a auto or host)",
-                qcoll_algo_name(o->algo), why_host);
+    input_error(
+        "--vs-nccl needs GPU buffers (NCCL runs on GPU memory); this run uses "
+        "host "
+        "memory%s",
+        why_host);
+  if (o->mem == PERF_MEM_HOST && o->algo != QCOLL_ALGO_AUTO &&
+      o->algo != QCOLL_ALGO_HOST)
+    input_error(
+        "-a %s needs GPU buffers; this run uses host memory%s (use -a auto or "
+        "host)",
+        qcoll_algo_name(o->algo), why_host);
 }
 
-/* ---- the size sweep ------------------------------------------------------- */
+/* ---- the size sweep -------------------------------------------------------
+ */
 
 static size_t *sweep_sizes(const perf_opts_t *o, int *n) {
   if (o->coll->id != PERF_BARRIER) return perf_sweep_sizes(&o->args, n);
@@ -306,10 +348,15 @@ static const char *human_bytes(size_t b, char *buf, size_t len) {
   return buf;
 }
 
-/* ---- running and timing ---------------------------------------------------- */
+/* ---- running and timing ----------------------------------------------------
+ */
 
 /* Who runs a call: qcoll, or NCCL on the same buffers. */
-typedef enum engine { ENGINE_QCOLL = 0, ENGINE_NCCL = 1, ENGINE_COUNT } engine_t;
+typedef enum engine {
+  ENGINE_QCOLL = 0,
+  ENGINE_NCCL = 1,
+  ENGINE_COUNT
+} engine_t;
 static const char *const engine_name[ENGINE_COUNT] = {"qcoll", "NCCL"};
 
 typedef struct bench {
@@ -336,7 +383,7 @@ typedef struct bench {
 
 /* One placement's outcome: the slowest rank's seconds per call. */
 typedef struct timing {
-  bool timed;         /* false: -G and the capture was refused */
+  bool timed; /* false: -G and the capture was refused */
   double sec;
   perf_graph_t graph; /* -G: the captured loop, kept for the check */
 } timing_t;
@@ -348,10 +395,13 @@ static void die_on_status(bench_t *b, qcoll_status_t st, const char *what) {
           qcoll_status_string(st),
           b->comm ? qcoll_comm_last_error(b->comm) : qcoll_last_error());
   if (b->comm) qcoll_comm_abort(b->comm);
-  exit(st == QCOLL_ERR_INVALID_ARGUMENT || st == QCOLL_ERR_UNSUPPORTED ? EXIT_USAGE : 1);
+  exit(st == QCOLL_ERR_INVALID_ARGUMENT || st == QCOLL_ERR_UNSUPPORTED
+           ? EXIT_USAGE
+           : 1);
 }
 
-static void die(bench_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+static void die(bench_t *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
 static void die(bench_t *b, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -364,23 +414,25 @@ static void die(bench_t *b, const char *fmt, ...) {
 }
 
 static void describe_call(const perf_call_t *call, char *buf, size_t len) {
-  snprintf(buf, len, "%s(count %zu, %s%s%s%s)", perf_call_fn(call), call->shape.count,
-           qcoll_dtype_name(call->dtype), call->coll->has_op ? ", " : "",
-           call->coll->has_op ? qcoll_op_name(call->op) : "", call->in_place ? ", in place" : "");
+  snprintf(buf, len, "%s(count %zu, %s%s%s%s)", perf_call_fn(call),
+           call->shape.count, qcoll_dtype_name(call->dtype),
+           call->coll->has_op ? ", " : "",
+           call->coll->has_op ? qcoll_op_name(call->op) : "",
+           call->in_place ? ", in place" : "");
 }
 
 /* Enqueue one call on engine e.  A failure ends the run, except while the
  * stream is being captured: then a call that cannot be captured (qcoll
  * says QCOLL_ERR_UNSUPPORTED; NCCL fails) is returned as false with the
  * reason in why, so the row can be marked instead. */
-static bool enqueue(bench_t *b, engine_t e, const perf_call_t *call, bool capturing, char *why,
-                    size_t len) {
+static bool enqueue(bench_t *b, engine_t e, const perf_call_t *call,
+                    bool capturing, char *why, size_t len) {
   char what[200];
   if (e == ENGINE_NCCL) {
     if (perf_nccl_run(b->nccl, call, why, len) == 0) return true;
     if (capturing) return false;
-    die(b, "NCCL %s (count %zu, %s) failed: %s", call->coll->name, call->shape.count,
-        qcoll_dtype_name(call->dtype), why);
+    die(b, "NCCL %s (count %zu, %s) failed: %s", call->coll->name,
+        call->shape.count, qcoll_dtype_name(call->dtype), why);
   }
   qcoll_status_t st = perf_call_run(call);
   if (st == QCOLL_OK) return true;
@@ -389,7 +441,9 @@ static bool enqueue(bench_t *b, engine_t e, const perf_call_t *call, bool captur
     return false;
   }
   describe_call(call, what, sizeof what);
-  if (capturing) strncat(what, " while capturing a CUDA graph", sizeof what - strlen(what) - 1);
+  if (capturing)
+    strncat(what, " while capturing a CUDA graph",
+            sizeof what - strlen(what) - 1);
   die_on_status(b, st, what);
   return false; /* not reached */
 }
@@ -401,48 +455,59 @@ static void sync_stream(bench_t *b) {
     die(b, "waiting for the stream failed: %s", perf_gpu_error());
   if (b->opt->mem == PERF_MEM_GPU) {
     qcoll_status_t async = QCOLL_OK;
-    die_on_status(b, qcoll_comm_get_async_error(b->comm, &async), "qcoll_comm_get_async_error");
-    if (async != QCOLL_OK) die_on_status(b, async, "a GPU collective (asynchronous error)");
+    die_on_status(b, qcoll_comm_get_async_error(b->comm, &async),
+                  "qcoll_comm_get_async_error");
+    if (async != QCOLL_OK)
+      die_on_status(b, async, "a GPU collective (asynchronous error)");
   }
 }
 
-static void barrier(bench_t *b) { die_on_status(b, qcoll_barrier(b->comm, NULL), "qcoll_barrier"); }
+static void barrier(bench_t *b) {
+  die_on_status(b, qcoll_barrier(b->comm, NULL), "qcoll_barrier");
+}
 
 /* The first refusal of each engine is printed (rank 0), the rest counted. */
-static void note_refusal(bench_t *b, engine_t e, const perf_call_t *call, int who,
-                         const char *why) {
+static void note_refusal(bench_t *b, engine_t e, const perf_call_t *call,
+                         int who, const char *why) {
   if (b->not_captured[e]++ == 0) {
     snprintf(b->capture_refusal[e], sizeof b->capture_refusal[e], "%s", why);
     if (b->rank == 0)
       fprintf(stderr,
-              PROG_NAME ": %s did not capture %s (%s) into a CUDA graph on rank %d: %s\n" PROG_NAME
-              ": such rows say 'nograph' and are not timed\n",
-              engine_name[e], call->coll->name, qcoll_dtype_name(call->dtype), who, why);
+              PROG_NAME
+              ": %s did not capture %s (%s) into a CUDA graph on rank %d: "
+              "%s\n" PROG_NAME ": such rows say 'nograph' and are not timed\n",
+              engine_name[e], call->coll->name, qcoll_dtype_name(call->dtype),
+              who, why);
   }
 }
 
 /* Capture the timed loop (iters calls) into *g.  Collective: a graph only
  * when every rank captured one, since a graph launched on some ranks only
  * would wait for the others until its deadline. */
-static bool capture(bench_t *b, engine_t e, const perf_call_t *call, perf_graph_t *g) {
+static bool capture(bench_t *b, engine_t e, const perf_call_t *call,
+                    perf_graph_t *g) {
   char why[512] = "";
   bool ok = true;
   if (perf_capture_begin(b->stream) != 0)
     die(b, "cannot start capturing a CUDA graph: %s", perf_gpu_error());
-  for (int i = 0; ok && i < b->opt->args.iters; i++) ok = enqueue(b, e, call, true, why, sizeof why);
+  for (int i = 0; ok && i < b->opt->args.iters; i++)
+    ok = enqueue(b, e, call, true, why, sizeof why);
   if (perf_capture_end(b->stream, ok, g) != 0 && ok) {
     ok = false;
     snprintf(why, sizeof why, "the calls returned, but the capture failed: %s",
              perf_gpu_error());
   }
   int32_t mine = ok ? b->nranks : b->rank, first = b->nranks;
-  die_on_status(b, qcoll_all_reduce(&mine, &first, 1, QCOLL_I32, QCOLL_MIN, b->comm, NULL),
-                "qcoll_all_reduce of the capture outcomes");
+  die_on_status(
+      b,
+      qcoll_all_reduce(&mine, &first, 1, QCOLL_I32, QCOLL_MIN, b->comm, NULL),
+      "qcoll_all_reduce of the capture outcomes");
   if (first == b->nranks) return true;
   perf_graph_destroy(g);
   /* The reason of the first rank that could not capture, for everyone. */
-  die_on_status(b, qcoll_broadcast(why, why, sizeof why, QCOLL_U8, first, b->comm, NULL),
-                "qcoll_broadcast of the capture refusal");
+  die_on_status(
+      b, qcoll_broadcast(why, why, sizeof why, QCOLL_U8, first, b->comm, NULL),
+      "qcoll_broadcast of the capture refusal");
   why[sizeof why - 1] = 0;
   note_refusal(b, e, call, first, why);
   return false;
@@ -454,7 +519,8 @@ static timing_t time_calls(bench_t *b, engine_t e, const perf_call_t *call) {
   const perf_opts_t *o = b->opt;
   timing_t t = {.timed = true};
   char why[512];
-  for (int i = 0; i < o->args.warmup; i++) enqueue(b, e, call, false, why, sizeof why);
+  for (int i = 0; i < o->args.warmup; i++)
+    enqueue(b, e, call, false, why, sizeof why);
   sync_stream(b);
   int launches = 1;
   if (o->graph_launches > 0) {
@@ -472,15 +538,18 @@ static timing_t time_calls(bench_t *b, engine_t e, const perf_call_t *call) {
       if (perf_graph_launch(&t.graph, b->stream) != 0)
         die(b, "launching the CUDA graph failed: %s", perf_gpu_error());
   } else {
-    for (int i = 0; i < o->args.iters; i++) enqueue(b, e, call, false, why, sizeof why);
+    for (int i = 0; i < o->args.iters; i++)
+      enqueue(b, e, call, false, why, sizeof why);
   }
   double elapsed = 0;
   if (perf_timer_stop(&b->timer, b->stream, &elapsed) != 0)
     die(b, "waiting for the timed loop failed: %s", perf_gpu_error());
   sync_stream(b); /* asynchronous errors of the loop */
   double mine = elapsed / ((double)o->args.iters * launches), slowest = 0;
-  die_on_status(b, qcoll_all_reduce(&mine, &slowest, 1, QCOLL_F64, QCOLL_MAX, b->comm, NULL),
-                "qcoll_all_reduce of the times");
+  die_on_status(
+      b,
+      qcoll_all_reduce(&mine, &slowest, 1, QCOLL_F64, QCOLL_MAX, b->comm, NULL),
+      "qcoll_all_reduce of the times");
   t.sec = slowest;
   return t;
 }
@@ -488,8 +557,10 @@ static timing_t time_calls(bench_t *b, engine_t e, const perf_call_t *call) {
 /* Exact, or within the bound of a quantised all-reduce on GPU buffers. */
 static perf_tolerance_t tolerance(const bench_t *b, const perf_call_t *call) {
   perf_tolerance_t tol = {0};
-  if (call->coll->id != PERF_ALL_REDUCE || b->opt->mem != PERF_MEM_GPU) return tol;
-  return perf_quant_tolerance(b->quant_effective, call->dtype, call->op, b->nranks);
+  if (call->coll->id != PERF_ALL_REDUCE || b->opt->mem != PERF_MEM_GPU)
+    return tol;
+  return perf_quant_tolerance(b->quant_effective, call->dtype, call->op,
+                              b->nranks);
 }
 
 /* One checked call on known inputs; the mismatches of all ranks.  With a
@@ -497,7 +568,8 @@ static perf_tolerance_t tolerance(const bench_t *b, const perf_call_t *call) {
  * calls reads the same input and writes the same output, so one replay on
  * fresh inputs must give the exact result (a replay that reused state
  * frozen at capture would not). */
-static int64_t check_call(bench_t *b, const perf_call_t *call, const timing_t *t) {
+static int64_t check_call(bench_t *b, const perf_call_t *call,
+                          const timing_t *t) {
   if (perf_check_prepare(call) != 0)
     die(b, "cannot set up the check's inputs: %s", perf_gpu_error());
   barrier(b);
@@ -514,11 +586,14 @@ static int64_t check_call(bench_t *b, const perf_call_t *call, const timing_t *t
   double err = 0, worst = 0;
   if (perf_check_compare(call, tol, &mine, &err) != 0)
     die(b, "cannot read back the check's results: %s", perf_gpu_error());
-  die_on_status(b, qcoll_all_reduce(&mine, &all, 1, QCOLL_I64, QCOLL_SUM, b->comm, NULL),
-                "qcoll_all_reduce of the error counts");
+  die_on_status(
+      b, qcoll_all_reduce(&mine, &all, 1, QCOLL_I64, QCOLL_SUM, b->comm, NULL),
+      "qcoll_all_reduce of the error counts");
   if (tol.abs > 0) {
-    die_on_status(b, qcoll_all_reduce(&err, &worst, 1, QCOLL_F64, QCOLL_MAX, b->comm, NULL),
-                  "qcoll_all_reduce of the errors");
+    die_on_status(
+        b,
+        qcoll_all_reduce(&err, &worst, 1, QCOLL_F64, QCOLL_MAX, b->comm, NULL),
+        "qcoll_all_reduce of the errors");
     b->tolerance_used = true;
     if (worst > b->max_err) b->max_err = worst;
     if (tol.abs > b->max_tol) b->max_tol = tol.abs;
@@ -569,7 +644,8 @@ static void run_nccl(bench_t *b, perf_call_t *call, double qcoll_sec) {
     if (b->rank == 0) printf("  %9s  %10s  %6s", "nograph", "N/A", "N/A");
     return;
   }
-  double busbw = perf_algbw(call->shape.bytes, t.sec) * perf_busbw_factor(call->coll, b->nranks);
+  double busbw = perf_algbw(call->shape.bytes, t.sec) *
+                 perf_busbw_factor(call->coll, b->nranks);
   b->nccl_bw_sum += busbw;
   b->nccl_bw_count++;
   char ratio[16] = "N/A";
@@ -587,9 +663,16 @@ static void run_nccl(bench_t *b, perf_call_t *call, double qcoll_sec) {
 
 static void run_row(bench_t *b, size_t bytes, qcoll_dtype_t dt, qcoll_op_t op) {
   const perf_opts_t *o = b->opt;
-  perf_call_t call = {.coll = o->coll, .comm = b->comm, .rank = b->rank, .nranks = b->nranks,
-                      .dtype = dt, .op = op, .root = o->coll->has_root ? o->args.root : -1,
-                      .send = &b->send, .recv = &b->recv, .stream = b->stream};
+  perf_call_t call = {.coll = o->coll,
+                      .comm = b->comm,
+                      .rank = b->rank,
+                      .nranks = b->nranks,
+                      .dtype = dt,
+                      .op = op,
+                      .root = o->coll->has_root ? o->args.root : -1,
+                      .send = &b->send,
+                      .recv = &b->recv,
+                      .stream = b->stream};
   call.shape = perf_coll_shape(o->coll, bytes, qcoll_dtype_size(dt), b->nranks);
   if (o->coll->id == PERF_ALL_REDUCE &&
       (o->algo != QCOLL_ALGO_AUTO || o->quant != QCOLL_QUANT_DEFAULT)) {
@@ -599,8 +682,9 @@ static void run_row(bench_t *b, size_t bytes, qcoll_dtype_t dt, qcoll_op_t op) {
     call.opts.quant = o->quant;
   }
   if (b->rank == 0)
-    perf_print_row_start(call.shape.bytes, call.shape.count, qcoll_dtype_name(dt),
-                         o->coll->has_op ? qcoll_op_name(op) : "none", call.root);
+    perf_print_row_start(
+        call.shape.bytes, call.shape.count, qcoll_dtype_name(dt),
+        o->coll->has_op ? qcoll_op_name(op) : "none", call.root);
   double out_of_place = run_placement(b, &call, false);
   run_placement(b, &call, true);
   if (b->nccl) run_nccl(b, &call, out_of_place);
@@ -610,7 +694,8 @@ static void run_row(bench_t *b, size_t bytes, qcoll_dtype_t dt, qcoll_op_t op) {
   }
 }
 
-/* ---- report ---------------------------------------------------------------- */
+/* ---- report ----------------------------------------------------------------
+ */
 
 typedef struct rank_info {
   char host[64];
@@ -629,13 +714,15 @@ static void print_header(bench_t *b) {
   qcoll_comm_device(b->comm, &dev);
   me.device = dev;
   if (o->mem == PERF_MEM_GPU) perf_gpu_describe(me.gpu, sizeof me.gpu);
-  die_on_status(b, qcoll_all_gather(&me, all, sizeof me, QCOLL_U8, b->comm, NULL),
+  die_on_status(b,
+                qcoll_all_gather(&me, all, sizeof me, QCOLL_U8, b->comm, NULL),
                 "qcoll_all_gather of the rank table");
   if (b->rank == 0) {
     int v = 0;
     qcoll_get_version(&v);
     char library[32];
-    snprintf(library, sizeof library, "qcoll %d.%d.%d", v / 10000, (v / 100) % 100, v % 100);
+    snprintf(library, sizeof library, "qcoll %d.%d.%d", v / 10000,
+             (v / 100) % 100, v % 100);
     perf_print_title(PROG_NAME, o->coll->name, library);
     perf_print_sweep(b->nranks, &o->args, o->graph_launches);
     printf("#  memory: %s", o->mem == PERF_MEM_GPU ? "gpu" : "host");
@@ -643,21 +730,27 @@ static void print_header(bench_t *b) {
       printf("  algo: %s  quant: %s", qcoll_algo_name(o->algo),
              qcoll_quant_name(b->quant_effective));
     printf("  timing: %s\n", o->mem == PERF_MEM_HOST ? "wall clock"
-                             : o->graph_launches > 0 ? "CUDA events around graph launches"
-                                                     : "CUDA events on the stream");
+                             : o->graph_launches > 0
+                                 ? "CUDA events around graph launches"
+                                 : "CUDA events on the stream");
     if (b->nccl)
-      printf("#  NCCL %s on the same buffers, out of place; "
-             "ratio = nccl_time / qcoll out-of-place time (> 1: qcoll is faster)\n",
-             perf_nccl_describe(b->nccl));
+      printf(
+          "#  NCCL %s on the same buffers, out of place; "
+          "ratio = nccl_time / qcoll out-of-place time (> 1: qcoll is "
+          "faster)\n",
+          perf_nccl_describe(b->nccl));
     else if (o->vs_nccl)
-      printf("# NCCL refused: %s; going on without the NCCL columns\n", b->nccl_refused);
+      printf("# NCCL refused: %s; going on without the NCCL columns\n",
+             b->nccl_refused);
     printf("#\n# Using ranks\n");
     for (int r = 0; r < b->nranks; r++) {
       all[r].host[sizeof all[r].host - 1] = 0;
       all[r].gpu[sizeof all[r].gpu - 1] = 0;
       perf_print_rank(r, (int)all[r].pid, all[r].host);
-      if (all[r].device >= 0) printf("device %d  %s\n", (int)all[r].device, all[r].gpu);
-      else printf("host memory\n");
+      if (all[r].device >= 0)
+        printf("device %d  %s\n", (int)all[r].device, all[r].gpu);
+      else
+        printf("host memory\n");
     }
     printf("#\n");
     perf_print_columns(b->nccl != NULL);
@@ -670,30 +763,33 @@ static void print_footer(const bench_t *b) {
   const perf_opts_t *o = b->opt;
   perf_print_totals(o->args.check, &b->totals);
   if (b->tolerance_used)
-    printf("# Max abs error        : %g (quantised transfer %s; allowed %g)\n", b->max_err,
-           qcoll_quant_name(b->quant_effective), b->max_tol);
+    printf("# Max abs error        : %g (quantised transfer %s; allowed %g)\n",
+           b->max_err, qcoll_quant_name(b->quant_effective), b->max_tol);
   if (b->nccl) {
     printf("# Avg NCCL bus bandwidth : %g\n",
            b->nccl_bw_count ? b->nccl_bw_sum / b->nccl_bw_count : 0.0);
     if (b->ratio_count)
-      printf("# Geomean ratio        : %.3f (nccl_time / qcoll_time over %d rows)\n",
-             exp(b->log_ratio_sum / b->ratio_count), b->ratio_count);
+      printf(
+          "# Geomean ratio        : %.3f (nccl_time / qcoll_time over %d "
+          "rows)\n",
+          exp(b->log_ratio_sum / b->ratio_count), b->ratio_count);
   }
   for (int e = 0; e < ENGINE_COUNT; e++)
     if (b->not_captured[e])
-      printf("# Not captured         : %d placement(s) of %s (nograph): %s\n", b->not_captured[e],
-             engine_name[e], b->capture_refusal[e]);
+      printf("# Not captured         : %d placement(s) of %s (nograph): %s\n",
+             b->not_captured[e], engine_name[e], b->capture_refusal[e]);
   printf("#\n");
   fflush(stdout);
 }
 
-/* ---- setup ------------------------------------------------------------------ */
+/* ---- setup ------------------------------------------------------------------
+ */
 
 /* Under a launcher (qcoll-run, torchrun, MPI, Slurm) join its job;
  * otherwise run alone. */
 static qcoll_status_t init_comm(qcoll_comm_t *comm, const qcoll_config_t *cfg) {
-  static const char *launcher_vars[] = {"QCOLL_RANK", "RANK", "OMPI_COMM_WORLD_RANK",
-                                        "SLURM_PROCID"};
+  static const char *launcher_vars[] = {"QCOLL_RANK", "RANK",
+                                        "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"};
   for (size_t i = 0; i < sizeof launcher_vars / sizeof launcher_vars[0]; i++)
     if (getenv(launcher_vars[i])) return qcoll_comm_init_env(comm, cfg);
   qcoll_unique_id_t id;
@@ -705,8 +801,8 @@ static qcoll_status_t init_comm(qcoll_comm_t *comm, const qcoll_config_t *cfg) {
 /* This process's index among the ranks of its host, as the launchers
  * qcoll_comm_init_env() knows set it; 0 when run alone. */
 static int local_rank_from_env(void) {
-  static const char *vars[] = {"QCOLL_LOCAL_RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
-                               "SLURM_LOCALID"};
+  static const char *vars[] = {"QCOLL_LOCAL_RANK", "LOCAL_RANK",
+                               "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"};
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
     const char *v = getenv(vars[i]);
     if (v && *v) return atoi(v);
@@ -720,7 +816,8 @@ static qcoll_quant_t effective_quant(const perf_opts_t *o) {
   const char *env = getenv("QCOLL_QUANT");
   if (env)
     for (int i = QCOLL_QUANT_NONE; i < QCOLL_QUANT_COUNT; i++)
-      if (strcasecmp(env, qcoll_quant_name((qcoll_quant_t)i)) == 0) return (qcoll_quant_t)i;
+      if (strcasecmp(env, qcoll_quant_name((qcoll_quant_t)i)) == 0)
+        return (qcoll_quant_t)i;
   return QCOLL_QUANT_NONE;
 }
 
@@ -731,8 +828,11 @@ static void check_device(bench_t *b) {
   int comm_dev = QCOLL_DEVICE_NONE, mine = perf_current_device();
   qcoll_comm_device(b->comm, &comm_dev);
   if (comm_dev != mine)
-    die(b, "the communicator took device %d, but this rank selected device %d (local rank %d) "
-        "for its buffers", comm_dev, mine, b->local_rank);
+    die(b,
+        "the communicator took device %d, but this rank selected device %d "
+        "(local rank %d) "
+        "for its buffers",
+        comm_dev, mine, b->local_rank);
 }
 
 int main(int argc, char **argv) {
@@ -747,7 +847,8 @@ int main(int argc, char **argv) {
 
   qcoll_config_t cfg;
   qcoll_config_init(&cfg);
-  if (opt.mem == PERF_MEM_HOST) cfg.device = QCOLL_DEVICE_NONE; /* never touch a GPU */
+  if (opt.mem == PERF_MEM_HOST)
+    cfg.device = QCOLL_DEVICE_NONE; /* never touch a GPU */
   qcoll_status_t st = init_comm(&b.comm, &cfg);
   if (st != QCOLL_OK) {
     fprintf(stderr, PROG_NAME ": cannot create the communicator: %s: %s\n",
@@ -761,11 +862,13 @@ int main(int argc, char **argv) {
   /* Checks that need the world size: every rank decides alike. */
   if (opt.coll->has_root && opt.args.root >= b.nranks) {
     qcoll_comm_destroy(b.comm);
-    input_error("-r %d: the root must be a rank in 0..%d", opt.args.root, b.nranks - 1);
+    input_error("-r %d: the root must be a rank in 0..%d", opt.args.root,
+                b.nranks - 1);
   }
   if (opt.coll->id == PERF_SENDRECV && b.nranks < 2) {
     qcoll_comm_destroy(b.comm);
-    input_error("sendrecv needs at least 2 ranks (a ring of one would send to itself)");
+    input_error(
+        "sendrecv needs at least 2 ranks (a ring of one would send to itself)");
   }
 
   int n_sizes = 0;
@@ -774,13 +877,15 @@ int main(int argc, char **argv) {
   if (perf_buf_alloc(&b.send, opt.mem, opt.args.max_bytes) != 0 ||
       perf_buf_alloc(&b.recv, opt.mem, opt.args.max_bytes) != 0)
     die(&b, "cannot allocate two buffers of %zu bytes%s%s", opt.args.max_bytes,
-        opt.mem == PERF_MEM_GPU ? ": " : "", opt.mem == PERF_MEM_GPU ? perf_gpu_error() : "");
+        opt.mem == PERF_MEM_GPU ? ": " : "",
+        opt.mem == PERF_MEM_GPU ? perf_gpu_error() : "");
   if (perf_stream_create(opt.mem, &b.stream) != 0)
     die(&b, "cannot create a stream: %s", perf_gpu_error());
   if (perf_timer_init(&b.timer, opt.mem) != 0)
     die(&b, "cannot create the timer's events: %s", perf_gpu_error());
   if (opt.vs_nccl)
-    b.nccl = perf_nccl_start(b.comm, b.rank, b.nranks, b.nccl_refused, sizeof b.nccl_refused);
+    b.nccl = perf_nccl_start(b.comm, b.rank, b.nranks, b.nccl_refused,
+                             sizeof b.nccl_refused);
 
   print_header(&b);
   int n_ops = opt.coll->has_op ? opt.n_ops : 1;
@@ -793,8 +898,9 @@ int main(int argc, char **argv) {
         if (b.rank == 0 && rows >= PROGRESS_MIN_ROWS) {
           char hb[32];
           fprintf(stderr, "# [%d/%d] %s %s%s%s done\n", row, rows,
-                  human_bytes(sizes[s], hb, sizeof hb), qcoll_dtype_name(opt.dtypes[d]),
-                  opt.coll->has_op ? " " : "", opt.coll->has_op ? qcoll_op_name(opt.ops[k]) : "");
+                  human_bytes(sizes[s], hb, sizeof hb),
+                  qcoll_dtype_name(opt.dtypes[d]), opt.coll->has_op ? " " : "",
+                  opt.coll->has_op ? qcoll_op_name(opt.ops[k]) : "");
         }
       }
     }
@@ -809,8 +915,8 @@ int main(int argc, char **argv) {
   free(sizes);
   st = qcoll_comm_destroy(b.comm);
   if (st != QCOLL_OK) {
-    fprintf(stderr, PROG_NAME ": rank %d: qcoll_comm_destroy failed: %s: %s\n", b.rank,
-            qcoll_status_string(st), qcoll_last_error());
+    fprintf(stderr, PROG_NAME ": rank %d: qcoll_comm_destroy failed: %s: %s\n",
+            b.rank, qcoll_status_string(st), qcoll_last_error());
     return 1;
   }
   return b.totals.wrong ? 1 : 0;

@@ -73,7 +73,8 @@ static const char *const launcher_vars[] = {
 #define N_LAUNCHER_VARS (sizeof launcher_vars / sizeof launcher_vars[0])
 
 /* A malloc'ed "NAME=value", or NULL when out of memory. */
-static char *format_entry(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *format_entry(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
 static char *format_entry(const char *fmt, ...) {
   char *s = NULL;
   va_list ap;
@@ -95,27 +96,31 @@ typedef struct options {
 } options_t;
 
 static void print_usage(FILE *f) {
-  fprintf(f,
-          "Usage: " PROG_NAME " -n N [options] prog [args...]\n"
-          "Start N ranks of prog on this host, ready for qcoll_comm_init_env().\n"
-          "\n"
-          "  -n, --np N            number of ranks, 1..%d (required)\n"
-          "  -t, --tag-output      prefix every output line with \"[rank] \"\n"
-          "      --timeout SECONDS stop the whole job after SECONDS (exit %d)\n"
-          "  -x NAME=VALUE         set NAME in every rank's environment\n"
-          "  -x NAME               pass NAME's current value on (repeatable)\n"
-          "  -h, --help            show this help\n"
-          "      --version         show the version\n"
-          "\n"
-          "Every rank gets QCOLL_RANK, QCOLL_WORLD_SIZE, QCOLL_LOCAL_RANK,\n"
-          "QCOLL_LOCAL_SIZE and QCOLL_UNIQUE_ID; stdin is /dev/null.  When a\n"
-          "rank fails, the others are stopped and " PROG_NAME " exits with the\n"
-          "failing rank's status (128+signal when killed).  Exit 0 only when\n"
-          "every rank exits 0; %d when ranks skipped (exit %d) and none failed.\n",
-          MAX_RANKS, EXIT_TIMEOUT, EXIT_SKIP, EXIT_SKIP);
+  fprintf(
+      f,
+      "Usage: " PROG_NAME
+      " -n N [options] prog [args...]\n"
+      "Start N ranks of prog on this host, ready for qcoll_comm_init_env().\n"
+      "\n"
+      "  -n, --np N            number of ranks, 1..%d (required)\n"
+      "  -t, --tag-output      prefix every output line with \"[rank] \"\n"
+      "      --timeout SECONDS stop the whole job after SECONDS (exit %d)\n"
+      "  -x NAME=VALUE         set NAME in every rank's environment\n"
+      "  -x NAME               pass NAME's current value on (repeatable)\n"
+      "  -h, --help            show this help\n"
+      "      --version         show the version\n"
+      "\n"
+      "Every rank gets QCOLL_RANK, QCOLL_WORLD_SIZE, QCOLL_LOCAL_RANK,\n"
+      "QCOLL_LOCAL_SIZE and QCOLL_UNIQUE_ID; stdin is /dev/null.  When a\n"
+      "rank fails, the others are stopped and " PROG_NAME
+      " exits with the\n"
+      "failing rank's status (128+signal when killed).  Exit 0 only when\n"
+      "every rank exits 0; %d when ranks skipped (exit %d) and none failed.\n",
+      MAX_RANKS, EXIT_TIMEOUT, EXIT_SKIP, EXIT_SKIP);
 }
 
-static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void usage_error(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2), noreturn));
 static void usage_error(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -123,7 +128,8 @@ static void usage_error(const char *fmt, ...) {
   vfprintf(stderr, fmt, ap);
   fprintf(stderr, "\n");
   va_end(ap);
-  fprintf(stderr, "Usage: " PROG_NAME " -n N [options] prog [args...]\n"
+  fprintf(stderr, "Usage: " PROG_NAME
+                  " -n N [options] prog [args...]\n"
                   "Run '" PROG_NAME " --help' for the options.\n");
   exit(EXIT_USAGE);
 }
@@ -147,7 +153,8 @@ static bool valid_env_name(const char *s, size_t len) {
 
 static bool is_launcher_var(const char *name, size_t len) {
   for (size_t i = 0; i < N_LAUNCHER_VARS; i++)
-    if (strlen(launcher_vars[i]) == len && strncmp(launcher_vars[i], name, len) == 0)
+    if (strlen(launcher_vars[i]) == len &&
+        strncmp(launcher_vars[i], name, len) == 0)
       return true;
   return false;
 }
@@ -157,14 +164,17 @@ static char *parse_extra_env(const char *arg) {
   const char *eq = strchr(arg, '=');
   size_t name_len = eq ? (size_t)(eq - arg) : strlen(arg);
   if (!valid_env_name(arg, name_len))
-    usage_error("-x needs NAME=VALUE with a variable name of letters, digits "
-                "and '_', got '%s'", arg);
+    usage_error(
+        "-x needs NAME=VALUE with a variable name of letters, digits "
+        "and '_', got '%s'",
+        arg);
   if (is_launcher_var(arg, name_len))
     usage_error("-x %.*s: this variable is set by " PROG_NAME " for each rank",
                 (int)name_len, arg);
   const char *value = eq ? NULL : getenv(arg);
   if (!eq && !value)
-    usage_error("-x %s: the variable is not set here (use -x %s=VALUE)", arg, arg);
+    usage_error("-x %s: the variable is not set here (use -x %s=VALUE)", arg,
+                arg);
   char *s = eq ? strdup(arg) : format_entry("%s=%s", arg, value);
   if (!s) {
     perror(PROG_NAME);
@@ -192,44 +202,38 @@ static void parse_options(int argc, char **argv, options_t *o) {
   /* '+': stop at the first non-option, which is the program. */
   while ((c = getopt_long(argc, argv, "+:n:tx:h", longopts, NULL)) != -1) {
     switch (c) {
-    case 'n': {
-      char *end = NULL;
-      errno = 0;
-      long n = strtol(optarg, &end, 10);
-      if (errno || end == optarg || *end || n < 1 || n > MAX_RANKS)
-        usage_error("-n needs a number of ranks in 1..%d, got '%s'", MAX_RANKS, optarg);
-      o->nranks = (int)n;
-      break;
-    }
-    case 't':
-      o->tag_output = true;
-      break;
-    case 'T': {
-      char *end = NULL;
-      errno = 0;
-      double t = strtod(optarg, &end);
-      if (errno || end == optarg || *end || !(t > 0) || !isfinite(t))
-        usage_error("--timeout needs a positive number of seconds, got '%s'", optarg);
-      o->timeout_s = t;
-      break;
-    }
-    case 'x':
-      o->extra_env[o->n_extra_env++] = parse_extra_env(optarg);
-      break;
-    case 'h':
-      print_usage(stdout);
-      exit(0);
-    case 'V':
-      print_version();
-      exit(0);
-    case ':': /* optopt is the short name, or a long option's code */
-      if (optopt == 'n' || optopt == 'x')
-        usage_error("option -%c needs an argument", optopt);
-      usage_error("option '%s' needs an argument", argv[optind - 1]);
-    default:
-      if (optopt && strchr("ntxh", optopt) == NULL)
-        usage_error("unknown option -%c", optopt);
-      usage_error("unknown option '%s'", argv[optind - 1]);
+      case 'n': {
+        char *end = NULL;
+        errno = 0;
+        long n = strtol(optarg, &end, 10);
+        if (errno || end == optarg || *end || n < 1 || n > MAX_RANKS)
+          usage_error("-n needs a number of ranks in 1..%d, got '%s'",
+                      MAX_RANKS, optarg);
+        o->nranks = (int)n;
+        break;
+      }
+      case 't': o->tag_output = true; break;
+      case 'T': {
+        char *end = NULL;
+        errno = 0;
+        double t = strtod(optarg, &end);
+        if (errno || end == optarg || *end || !(t > 0) || !isfinite(t))
+          usage_error("--timeout needs a positive number of seconds, got '%s'",
+                      optarg);
+        o->timeout_s = t;
+        break;
+      }
+      case 'x': o->extra_env[o->n_extra_env++] = parse_extra_env(optarg); break;
+      case 'h': print_usage(stdout); exit(0);
+      case 'V': print_version(); exit(0);
+      case ':': /* optopt is the short name, or a long option's code */
+        if (optopt == 'n' || optopt == 'x')
+          usage_error("option -%c needs an argument", optopt);
+        usage_error("option '%s' needs an argument", argv[optind - 1]);
+      default:
+        if (optopt && strchr("ntxh", optopt) == NULL)
+          usage_error("unknown option -%c", optopt);
+        usage_error("unknown option '%s'", argv[optind - 1]);
     }
   }
   if (o->nranks == 0) usage_error("the number of ranks (-n N) is required");
@@ -255,15 +259,19 @@ static const char *rank_path(const options_t *o) {
 /* Resolve prog as execvp would, before any rank starts, so a typo is one
  * clear message rather than N failed ranks.  Returns 0, or the exit code
  * (126 not executable, 127 not found) after printing why. */
-static int resolve_program(const char *prog, const char *path, char *out, size_t out_len) {
+static int resolve_program(const char *prog, const char *path, char *out,
+                           size_t out_len) {
   if (strchr(prog, '/')) {
     struct stat st;
     if (stat(prog, &st) != 0) {
-      fprintf(stderr, PROG_NAME ": cannot run program '%s': %s\n", prog, strerror(errno));
+      fprintf(stderr, PROG_NAME ": cannot run program '%s': %s\n", prog,
+              strerror(errno));
       return 127;
     }
     if (!S_ISREG(st.st_mode) || access(prog, X_OK) != 0) {
-      fprintf(stderr, PROG_NAME ": cannot run program '%s': not an executable file\n", prog);
+      fprintf(stderr,
+              PROG_NAME ": cannot run program '%s': not an executable file\n",
+              prog);
       return 126;
     }
     snprintf(out, out_len, "%s", prog);
@@ -280,7 +288,9 @@ static int resolve_program(const char *prog, const char *path, char *out, size_t
     if (!colon) break;
     p = colon + 1;
   }
-  fprintf(stderr, PROG_NAME ": cannot run program '%s': not found in PATH (%s)\n", prog, path);
+  fprintf(stderr,
+          PROG_NAME ": cannot run program '%s': not found in PATH (%s)\n", prog,
+          path);
   return 127;
 }
 
@@ -291,7 +301,9 @@ static bool env_entry_overridden(const char *entry, const options_t *o) {
   size_t len = eq ? (size_t)(eq - entry) : strlen(entry);
   if (is_launcher_var(entry, len)) return true;
   for (int i = 0; i < o->n_extra_env; i++)
-    if (strncmp(o->extra_env[i], entry, len) == 0 && o->extra_env[i][len] == '=') return true;
+    if (strncmp(o->extra_env[i], entry, len) == 0 &&
+        o->extra_env[i][len] == '=')
+      return true;
   return false;
 }
 
@@ -300,17 +312,19 @@ static bool env_entry_overridden(const char *entry, const options_t *o) {
 static char **build_rank_env(const options_t *o, int rank, const char *id_hex) {
   size_t n_env = 0;
   while (environ[n_env]) n_env++;
-  char **env = calloc(n_env + (size_t)o->n_extra_env + N_LAUNCHER_VARS + 1, sizeof(char *));
+  char **env = calloc(n_env + (size_t)o->n_extra_env + N_LAUNCHER_VARS + 1,
+                      sizeof(char *));
   if (!env) return NULL;
   size_t k = 0;
   for (size_t i = 0; i < n_env; i++)
     if (!env_entry_overridden(environ[i], o)) env[k++] = environ[i];
   for (int i = 0; i < o->n_extra_env; i++) env[k++] = o->extra_env[i];
   /* All ranks run on this host: local rank = rank, local size = world. */
-  char *v[N_LAUNCHER_VARS] = {
-      format_entry("QCOLL_RANK=%d", rank), format_entry("QCOLL_WORLD_SIZE=%d", o->nranks),
-      format_entry("QCOLL_LOCAL_RANK=%d", rank), format_entry("QCOLL_LOCAL_SIZE=%d", o->nranks),
-      format_entry("QCOLL_UNIQUE_ID=%s", id_hex)};
+  char *v[N_LAUNCHER_VARS] = {format_entry("QCOLL_RANK=%d", rank),
+                              format_entry("QCOLL_WORLD_SIZE=%d", o->nranks),
+                              format_entry("QCOLL_LOCAL_RANK=%d", rank),
+                              format_entry("QCOLL_LOCAL_SIZE=%d", o->nranks),
+                              format_entry("QCOLL_UNIQUE_ID=%s", id_hex)};
   bool ok = true;
   for (size_t i = 0; i < N_LAUNCHER_VARS; i++) ok = ok && v[i];
   if (!ok) {
@@ -350,7 +364,7 @@ static double now_s(void) {
 
 static int wake_pipe[2] = {-1, -1};
 static volatile sig_atomic_t got_sigchld;
-static volatile sig_atomic_t got_stop_signal;  /* last SIGINT/SIGTERM/SIGHUP */
+static volatile sig_atomic_t got_stop_signal; /* last SIGINT/SIGTERM/SIGHUP */
 static volatile sig_atomic_t n_stop_signals;
 
 static void on_signal(int sig) {
@@ -361,7 +375,8 @@ static void on_signal(int sig) {
     got_stop_signal = sig;
     n_stop_signals++;
   }
-  ssize_t r = write(wake_pipe[1], "", 1); /* full pipe: a wake-up is pending anyway */
+  ssize_t r =
+      write(wake_pipe[1], "", 1); /* full pipe: a wake-up is pending anyway */
   (void)r;
   errno = saved;
 }
@@ -412,10 +427,12 @@ static void write_all(int fd, struct iovec *iov, int n) {
   }
 }
 
-static void emit_line(int rank, int dest_fd, const char *line, size_t len, bool add_newline) {
+static void emit_line(int rank, int dest_fd, const char *line, size_t len,
+                      bool add_newline) {
   char prefix[24];
   int plen = snprintf(prefix, sizeof prefix, "[%d] ", rank);
-  struct iovec iov[3] = {{prefix, (size_t)plen}, {(void *)line, len}, {"\n", 1}};
+  struct iovec iov[3] = {
+      {prefix, (size_t)plen}, {(void *)line, len}, {"\n", 1}};
   write_all(dest_fd, iov, add_newline ? 3 : 2);
 }
 
@@ -455,9 +472,9 @@ static void pump_stream(stream_t *s, int rank, int *open_streams) {
 /* ---- the job ---------------------------------------------------------- */
 
 typedef struct rank_proc {
-  pid_t pid;         /* 0 when never started */
-  bool running;      /* started and not yet reaped */
-  bool exec_failed;  /* already reported by the spawner */
+  pid_t pid;        /* 0 when never started */
+  bool running;     /* started and not yet reaped */
+  bool exec_failed; /* already reported by the spawner */
   int wait_status;
   stream_t out, err; /* tagged output only */
 } rank_proc_t;
@@ -512,18 +529,20 @@ static void on_rank_exit(job_t *job, int rank) {
     return;
   }
   if (WIFEXITED(st)) {
-    fprintf(stderr, PROG_NAME ": rank %d (pid %d) exited with status %d\n", rank,
-            (int)p->pid, WEXITSTATUS(st));
+    fprintf(stderr, PROG_NAME ": rank %d (pid %d) exited with status %d\n",
+            rank, (int)p->pid, WEXITSTATUS(st));
     job->failure_code = WEXITSTATUS(st);
   } else {
     int sig = WTERMSIG(st);
-    fprintf(stderr, PROG_NAME ": rank %d (pid %d) was killed by signal %d (%s)%s\n", rank,
-            (int)p->pid, sig, strsignal(sig), WCOREDUMP(st) ? ", core dumped" : "");
+    fprintf(stderr,
+            PROG_NAME ": rank %d (pid %d) was killed by signal %d (%s)%s\n",
+            rank, (int)p->pid, sig, strsignal(sig),
+            WCOREDUMP(st) ? ", core dumped" : "");
     job->failure_code = 128 + sig;
   }
   if (job->n_running > 0) {
-    fprintf(stderr, PROG_NAME ": stopping the other %d running rank%s\n", job->n_running,
-            job->n_running == 1 ? "" : "s");
+    fprintf(stderr, PROG_NAME ": stopping the other %d running rank%s\n",
+            job->n_running, job->n_running == 1 ? "" : "s");
     stop_job(job, SIGTERM);
   }
 }
@@ -554,12 +573,13 @@ static void handle_stop_signal(job_t *job) {
   if (!job->interrupt_signal) job->interrupt_signal = sig;
   if (job->n_running == 0) return;
   if (n_stop_signals > 1 && sig == SIGINT) {
-    fprintf(stderr, PROG_NAME ": second interrupt: killing %d rank%s\n", job->n_running,
-            job->n_running == 1 ? "" : "s");
+    fprintf(stderr, PROG_NAME ": second interrupt: killing %d rank%s\n",
+            job->n_running, job->n_running == 1 ? "" : "s");
     signal_ranks(job, SIGKILL);
     return;
   }
-  fprintf(stderr, PROG_NAME ": got signal %d (%s), forwarding it to %d rank%s\n", sig,
+  fprintf(stderr,
+          PROG_NAME ": got signal %d (%s), forwarding it to %d rank%s\n", sig,
           strsignal(sig), job->n_running, job->n_running == 1 ? "" : "s");
   stop_job(job, sig);
 }
@@ -569,25 +589,33 @@ static void check_timers(job_t *job, double now) {
     job->timed_out = true;
     job->deadline = INFINITY;
     if (job->n_running > 0) {
-      fprintf(stderr, PROG_NAME ": job timed out after %g s (--timeout); stopping %d rank%s\n",
-              job->opt->timeout_s, job->n_running, job->n_running == 1 ? "" : "s");
+      fprintf(stderr,
+              PROG_NAME
+              ": job timed out after %g s (--timeout); stopping %d rank%s\n",
+              job->opt->timeout_s, job->n_running,
+              job->n_running == 1 ? "" : "s");
       stop_job(job, SIGTERM);
     }
   }
   if (now >= job->skip_stop_at) {
     job->skip_stop_at = INFINITY;
     if (job->n_running > 0 && !job->stopping) {
-      fprintf(stderr,
-              PROG_NAME ": a rank skipped (exit %d) but %d rank%s still running after %g s; "
-                        "stopping them\n",
-              EXIT_SKIP, job->n_running, job->n_running == 1 ? " is" : "s are", SKIP_GRACE_S);
+      fprintf(
+          stderr,
+          PROG_NAME
+          ": a rank skipped (exit %d) but %d rank%s still running after %g s; "
+          "stopping them\n",
+          EXIT_SKIP, job->n_running, job->n_running == 1 ? " is" : "s are",
+          SKIP_GRACE_S);
       stop_job(job, SIGTERM);
     }
   }
   if (now >= job->kill_at) {
     job->kill_at = INFINITY;
     if (job->n_running > 0) {
-      fprintf(stderr, PROG_NAME ": %d rank%s still running %g s after SIGTERM; sending SIGKILL\n",
+      fprintf(stderr,
+              PROG_NAME
+              ": %d rank%s still running %g s after SIGTERM; sending SIGKILL\n",
               job->n_running, job->n_running == 1 ? "" : "s", KILL_GRACE_S);
       signal_ranks(job, SIGKILL);
     }
@@ -595,7 +623,8 @@ static void check_timers(job_t *job, double now) {
 }
 
 static int poll_timeout_ms(const job_t *job, double now, double drain_until) {
-  double next = fmin(fmin(job->deadline, job->kill_at), fmin(job->skip_stop_at, drain_until));
+  double next = fmin(fmin(job->deadline, job->kill_at),
+                     fmin(job->skip_stop_at, drain_until));
   if (!isfinite(next)) return -1;
   double ms = ceil((next - now) * 1e3);
   return ms < 0 ? 0 : ms > INT_MAX ? INT_MAX : (int)ms;
@@ -646,14 +675,16 @@ static void run_event_loop(job_t *job) {
       }
     }
     for (int i = 1; i < n; i++)
-      if (fds[i].revents) pump_stream(streams[i], stream_rank[i], &job->open_streams);
+      if (fds[i].revents)
+        pump_stream(streams[i], stream_rank[i], &job->open_streams);
   }
   /* Whatever is still open belongs to something that outlived its rank. */
   for (int r = 0; r < nranks; r++) {
     stream_t *two[2] = {&job->ranks[r].out, &job->ranks[r].err};
     for (int k = 0; k < 2; k++) {
       if (two[k]->fd < 0) continue;
-      if (two[k]->len) emit_line(r, two[k]->dest_fd, two[k]->buf, two[k]->len, true);
+      if (two[k]->len)
+        emit_line(r, two[k]->dest_fd, two[k]->buf, two[k]->len, true);
       close(two[k]->fd);
       two[k]->fd = -1;
     }
@@ -666,14 +697,15 @@ static void run_event_loop(job_t *job) {
 /* ---- starting ranks --------------------------------------------------- */
 
 /* In the child, between fork and exec: async-signal-safe calls only. */
-static void exec_rank(const char *path, char **argv, char **envp, pid_t parent, int out_fd,
-                      int err_fd, int status_fd) {
+static void exec_rank(const char *path, char **argv, char **envp, pid_t parent,
+                      int out_fd, int err_fd, int status_fd) {
   struct sigaction dfl;
   memset(&dfl, 0, sizeof dfl);
   dfl.sa_handler = SIG_DFL;
   sigaction(SIGCHLD, &dfl, NULL);
   sigaction(SIGPIPE, &dfl, NULL);
-  for (size_t i = 0; i < N_FORWARDED; i++) sigaction(forwarded_signals[i], &dfl, NULL);
+  for (size_t i = 0; i < N_FORWARDED; i++)
+    sigaction(forwarded_signals[i], &dfl, NULL);
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
@@ -711,8 +743,10 @@ static int spawn_rank(job_t *job, int r, const char *path, char **envp) {
   rank_proc_t *p = &job->ranks[r];
   int out_w = -1, err_w = -1;
   if (job->opt->tag_output) {
-    if (make_output_pipe(&p->out, 1, &out_w) != 0 || make_output_pipe(&p->err, 2, &err_w) != 0) {
-      fprintf(stderr, PROG_NAME ": cannot create output pipes for rank %d: %s\n", r,
+    if (make_output_pipe(&p->out, 1, &out_w) != 0 ||
+        make_output_pipe(&p->err, 2, &err_w) != 0) {
+      fprintf(stderr,
+              PROG_NAME ": cannot create output pipes for rank %d: %s\n", r,
               strerror(errno));
       return 1;
     }
@@ -728,7 +762,8 @@ static int spawn_rank(job_t *job, int r, const char *path, char **envp) {
   pid_t pid = fork();
   if (pid == 0) {
     close(status_pipe[0]);
-    exec_rank(path, job->opt->prog_argv, envp, parent, out_w, err_w, status_pipe[1]);
+    exec_rank(path, job->opt->prog_argv, envp, parent, out_w, err_w,
+              status_pipe[1]);
   }
   int saved_errno = errno;
   close(status_pipe[1]);
@@ -736,7 +771,8 @@ static int spawn_rank(job_t *job, int r, const char *path, char **envp) {
   if (err_w >= 0) close(err_w);
   if (pid < 0) {
     close(status_pipe[0]);
-    fprintf(stderr, PROG_NAME ": cannot start rank %d: fork: %s\n", r, strerror(saved_errno));
+    fprintf(stderr, PROG_NAME ": cannot start rank %d: fork: %s\n", r,
+            strerror(saved_errno));
     return 1;
   }
   setpgid(pid, pid); /* also here, so the group exists before we signal it */
@@ -761,7 +797,8 @@ static int spawn_rank(job_t *job, int r, const char *path, char **envp) {
 /* Everything after the command line; returns the job's exit status. */
 static int launch(const options_t *opt) {
   char path[PATH_MAX];
-  int rc = resolve_program(opt->prog_argv[0], rank_path(opt), path, sizeof path);
+  int rc =
+      resolve_program(opt->prog_argv[0], rank_path(opt), path, sizeof path);
   if (rc) return rc;
 
   /* Tagged output holds two pipes per rank: 1024 ranks need more than the
@@ -789,10 +826,11 @@ static int launch(const options_t *opt) {
     return 1;
   }
 
-  job_t job = {.opt = opt,
-               .kill_at = INFINITY,
-               .skip_stop_at = INFINITY,
-               .deadline = opt->timeout_s > 0 ? now_s() + opt->timeout_s : INFINITY};
+  job_t job = {
+      .opt = opt,
+      .kill_at = INFINITY,
+      .skip_stop_at = INFINITY,
+      .deadline = opt->timeout_s > 0 ? now_s() + opt->timeout_s : INFINITY};
   job.ranks = calloc((size_t)opt->nranks, sizeof *job.ranks);
   char ***envs = calloc((size_t)opt->nranks, sizeof *envs);
   if (!job.ranks || !envs) {

@@ -36,8 +36,8 @@ __global__ void encode_warp_kernel(const float *__restrict__ in, size_t n,
   const size_t groups = qcoll__codec_groups(n);
   const size_t warps = (size_t)gridDim.x * (blockDim.x / 32);
   const uint32_t gb = qcoll__codec_group_bytes(fmt);
-  for (size_t g = (size_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; g < groups;
-       g += warps) {
+  for (size_t g = (size_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+       g < groups; g += warps) {
     const size_t i = g * QCOLL_CODEC_GROUP + lane;
     const float x = i < n ? in[i] : 0.0f;
     qcoll__codec_warp_encode(fmt, x, lane, out + g * gb);
@@ -52,8 +52,8 @@ __global__ void decode_warp_kernel(const uint8_t *__restrict__ in, size_t n,
   const size_t groups = qcoll__codec_groups(n);
   const size_t warps = (size_t)gridDim.x * (blockDim.x / 32);
   const uint32_t gb = qcoll__codec_group_bytes(fmt);
-  for (size_t g = (size_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; g < groups;
-       g += warps) {
+  for (size_t g = (size_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+       g < groups; g += warps) {
     const float y = qcoll__codec_warp_decode(fmt, in + g * gb, lane);
     const size_t i = g * QCOLL_CODEC_GROUP + lane;
     if (i < n) out[i] = y;
@@ -86,8 +86,9 @@ __global__ void decode_thread_kernel(const uint8_t *__restrict__ in, size_t n,
   for (size_t g = (size_t)blockIdx.x * blockDim.x + threadIdx.x; g < groups;
        g += (size_t)gridDim.x * blockDim.x) {
     const size_t left = n - g * QCOLL_CODEC_GROUP;
-    qcoll__codec_decode_group_n(fmt, in + g * gb, out + g * QCOLL_CODEC_GROUP,
-                                left < QCOLL_CODEC_GROUP ? (int)left : QCOLL_CODEC_GROUP);
+    qcoll__codec_decode_group_n(
+        fmt, in + g * gb, out + g * QCOLL_CODEC_GROUP,
+        left < QCOLL_CODEC_GROUP ? (int)left : QCOLL_CODEC_GROUP);
   }
 }
 
@@ -97,51 +98,68 @@ int blocks_for(size_t workers) {
 }
 
 template <int F>
-cudaError_t launch_encode(qcoll__codec_cuda_variant_t variant, const float *in, size_t n,
-                          uint8_t *out, cudaStream_t stream) {
+cudaError_t launch_encode(qcoll__codec_cuda_variant_t variant, const float *in,
+                          size_t n, uint8_t *out, cudaStream_t stream) {
   const size_t groups = qcoll__codec_groups(n);
   if (variant == QCOLL_CODEC_CUDA_WARP)
-    encode_warp_kernel<F><<<blocks_for(groups * 32), kThreads, 0, stream>>>(in, n, out);
+    encode_warp_kernel<F>
+        <<<blocks_for(groups * 32), kThreads, 0, stream>>>(in, n, out);
   else
-    encode_thread_kernel<F><<<blocks_for(groups), kThreads, 0, stream>>>(in, n, out);
+    encode_thread_kernel<F>
+        <<<blocks_for(groups), kThreads, 0, stream>>>(in, n, out);
   return cudaGetLastError();
 }
 
 template <int F>
-cudaError_t launch_decode(qcoll__codec_cuda_variant_t variant, const uint8_t *in, size_t n,
-                          float *out, cudaStream_t stream) {
+cudaError_t launch_decode(qcoll__codec_cuda_variant_t variant,
+                          const uint8_t *in, size_t n, float *out,
+                          cudaStream_t stream) {
   const size_t groups = qcoll__codec_groups(n);
   if (variant == QCOLL_CODEC_CUDA_WARP)
-    decode_warp_kernel<F><<<blocks_for(groups * 32), kThreads, 0, stream>>>(in, n, out);
+    decode_warp_kernel<F>
+        <<<blocks_for(groups * 32), kThreads, 0, stream>>>(in, n, out);
   else
-    decode_thread_kernel<F><<<blocks_for(groups), kThreads, 0, stream>>>(in, n, out);
+    decode_thread_kernel<F>
+        <<<blocks_for(groups), kThreads, 0, stream>>>(in, n, out);
   return cudaGetLastError();
 }
 
 }  // namespace
 
-extern "C" int qcoll__codec_cuda_encode(qcoll_quant_t fmt, qcoll__codec_cuda_variant_t variant,
-                                        const float *in, size_t n, uint8_t *out, void *stream) {
+extern "C" int qcoll__codec_cuda_encode(qcoll_quant_t fmt,
+                                        qcoll__codec_cuda_variant_t variant,
+                                        const float *in, size_t n, uint8_t *out,
+                                        void *stream) {
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   if (n == 0 && qcoll__codec_valid(fmt)) return cudaSuccess;
   switch (fmt) {
-  case QCOLL_QUANT_FP8: return launch_encode<QCOLL_QUANT_FP8>(variant, in, n, out, s);
-  case QCOLL_QUANT_INT8: return launch_encode<QCOLL_QUANT_INT8>(variant, in, n, out, s);
-  case QCOLL_QUANT_INT6: return launch_encode<QCOLL_QUANT_INT6>(variant, in, n, out, s);
-  case QCOLL_QUANT_INT4: return launch_encode<QCOLL_QUANT_INT4>(variant, in, n, out, s);
-  default: return cudaErrorInvalidValue;
+    case QCOLL_QUANT_FP8:
+      return launch_encode<QCOLL_QUANT_FP8>(variant, in, n, out, s);
+    case QCOLL_QUANT_INT8:
+      return launch_encode<QCOLL_QUANT_INT8>(variant, in, n, out, s);
+    case QCOLL_QUANT_INT6:
+      return launch_encode<QCOLL_QUANT_INT6>(variant, in, n, out, s);
+    case QCOLL_QUANT_INT4:
+      return launch_encode<QCOLL_QUANT_INT4>(variant, in, n, out, s);
+    default: return cudaErrorInvalidValue;
   }
 }
 
-extern "C" int qcoll__codec_cuda_decode(qcoll_quant_t fmt, qcoll__codec_cuda_variant_t variant,
-                                        const uint8_t *in, size_t n, float *out, void *stream) {
+extern "C" int qcoll__codec_cuda_decode(qcoll_quant_t fmt,
+                                        qcoll__codec_cuda_variant_t variant,
+                                        const uint8_t *in, size_t n, float *out,
+                                        void *stream) {
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   if (n == 0 && qcoll__codec_valid(fmt)) return cudaSuccess;
   switch (fmt) {
-  case QCOLL_QUANT_FP8: return launch_decode<QCOLL_QUANT_FP8>(variant, in, n, out, s);
-  case QCOLL_QUANT_INT8: return launch_decode<QCOLL_QUANT_INT8>(variant, in, n, out, s);
-  case QCOLL_QUANT_INT6: return launch_decode<QCOLL_QUANT_INT6>(variant, in, n, out, s);
-  case QCOLL_QUANT_INT4: return launch_decode<QCOLL_QUANT_INT4>(variant, in, n, out, s);
-  default: return cudaErrorInvalidValue;
+    case QCOLL_QUANT_FP8:
+      return launch_decode<QCOLL_QUANT_FP8>(variant, in, n, out, s);
+    case QCOLL_QUANT_INT8:
+      return launch_decode<QCOLL_QUANT_INT8>(variant, in, n, out, s);
+    case QCOLL_QUANT_INT6:
+      return launch_decode<QCOLL_QUANT_INT6>(variant, in, n, out, s);
+    case QCOLL_QUANT_INT4:
+      return launch_decode<QCOLL_QUANT_INT4>(variant, in, n, out, s);
+    default: return cudaErrorInvalidValue;
   }
 }

@@ -30,12 +30,16 @@ typedef enum qcoll__codec_cuda_variant {
 } qcoll__codec_cuda_variant_t;
 
 /* n f32 values at in -> qcoll__codec_encoded_bytes(fmt, n) bytes at out. */
-int qcoll__codec_cuda_encode(qcoll_quant_t fmt, qcoll__codec_cuda_variant_t variant,
-                             const float *in, size_t n, uint8_t *out, void *stream);
+int qcoll__codec_cuda_encode(qcoll_quant_t fmt,
+                             qcoll__codec_cuda_variant_t variant,
+                             const float *in, size_t n, uint8_t *out,
+                             void *stream);
 
 /* qcoll__codec_encoded_bytes(fmt, n) bytes at in -> n f32 values at out. */
-int qcoll__codec_cuda_decode(qcoll_quant_t fmt, qcoll__codec_cuda_variant_t variant,
-                             const uint8_t *in, size_t n, float *out, void *stream);
+int qcoll__codec_cuda_decode(qcoll_quant_t fmt,
+                             qcoll__codec_cuda_variant_t variant,
+                             const uint8_t *in, size_t n, float *out,
+                             void *stream);
 
 #ifdef __cplusplus
 }

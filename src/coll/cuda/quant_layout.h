@@ -53,30 +53,34 @@ extern "C" {
 #define QCOLL_QLAYOUT_GROUPS_PER_BLOCK 32
 
 /* Bytes of one slot of a data region of region_bytes shared by nranks. */
-QCOLL_QLAYOUT_HD size_t qcoll__qlayout_slot_bytes(size_t region_bytes, int nranks) {
-  return nranks > 0
-             ? region_bytes / (size_t)nranks / QCOLL_QLAYOUT_SLOT_ALIGN * QCOLL_QLAYOUT_SLOT_ALIGN
-             : 0;
+QCOLL_QLAYOUT_HD size_t qcoll__qlayout_slot_bytes(size_t region_bytes,
+                                                  int nranks) {
+  return nranks > 0 ? region_bytes / (size_t)nranks / QCOLL_QLAYOUT_SLOT_ALIGN *
+                          QCOLL_QLAYOUT_SLOT_ALIGN
+                    : 0;
 }
 
 /* Largest count of one launch (0 when not even one group fits a slot). */
-QCOLL_QLAYOUT_HD size_t qcoll__qlayout_chunk_elems(size_t region_bytes, int nranks,
+QCOLL_QLAYOUT_HD size_t qcoll__qlayout_chunk_elems(size_t region_bytes,
+                                                   int nranks,
                                                    size_t group_bytes) {
   if (group_bytes == 0) return 0;
-  size_t per_segment = qcoll__qlayout_slot_bytes(region_bytes, nranks) / group_bytes;
+  size_t per_segment =
+      qcoll__qlayout_slot_bytes(region_bytes, nranks) / group_bytes;
   return per_segment * (size_t)nranks * QCOLL_QLAYOUT_GROUP;
 }
 
 /* Groups [*begin, *end) of owner s's segment of `groups`. */
-QCOLL_QLAYOUT_HD void qcoll__qlayout_segment(size_t groups, int nranks, int s, size_t *begin,
-                                             size_t *end) {
+QCOLL_QLAYOUT_HD void qcoll__qlayout_segment(size_t groups, int nranks, int s,
+                                             size_t *begin, size_t *end) {
   *begin = groups * (size_t)s / (size_t)nranks;
   *end = groups * (size_t)(s + 1) / (size_t)nranks;
 }
 
 /* Block b's piece [*begin, *end) of the segment [seg_begin, seg_end). */
-QCOLL_QLAYOUT_HD void qcoll__qlayout_piece(size_t seg_begin, size_t seg_end, unsigned block,
-                                           unsigned grid, size_t *begin, size_t *end) {
+QCOLL_QLAYOUT_HD void qcoll__qlayout_piece(size_t seg_begin, size_t seg_end,
+                                           unsigned block, unsigned grid,
+                                           size_t *begin, size_t *end) {
   size_t len = seg_end - seg_begin;
   *begin = seg_begin + len * block / grid;
   *end = seg_begin + len * (block + 1) / grid;
@@ -90,7 +94,8 @@ QCOLL_QLAYOUT_HD size_t qcoll__qlayout_group_offset(size_t g, size_t seg_begin,
 
 /* Offset of slot `slot` of data region `region` (0 or 1) from the start of
  * the data regions. */
-QCOLL_QLAYOUT_HD size_t qcoll__qlayout_slot_offset(size_t region_bytes, int nranks, int region,
+QCOLL_QLAYOUT_HD size_t qcoll__qlayout_slot_offset(size_t region_bytes,
+                                                   int nranks, int region,
                                                    int slot) {
   return (size_t)region * region_bytes +
          (size_t)slot * qcoll__qlayout_slot_bytes(region_bytes, nranks);
@@ -99,7 +104,8 @@ QCOLL_QLAYOUT_HD size_t qcoll__qlayout_slot_offset(size_t region_bytes, int nran
 /* Grid of one launch of `groups` groups: a function of its arguments only,
  * so every rank picks the same grid for the same call; 1..limit. */
 QCOLL_QLAYOUT_HD int qcoll__qlayout_grid(size_t groups, int limit) {
-  size_t grid = (groups + QCOLL_QLAYOUT_GROUPS_PER_BLOCK - 1) / QCOLL_QLAYOUT_GROUPS_PER_BLOCK;
+  size_t grid = (groups + QCOLL_QLAYOUT_GROUPS_PER_BLOCK - 1) /
+                QCOLL_QLAYOUT_GROUPS_PER_BLOCK;
   if (limit < 1) limit = 1;
   if (grid > (size_t)limit) grid = (size_t)limit;
   if (grid < 1) grid = 1;
