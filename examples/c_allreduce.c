@@ -15,7 +15,8 @@ int main(void) {
   qcoll_comm_size(comm, &size);
   float x[4];
   for (int i = 0; i < 4; i++) x[i] = (float)(rank + 1);
-  qcoll_status_t st = qcoll_all_reduce(x, x, 4, QCOLL_F32, QCOLL_SUM, comm, NULL);
+  qcoll_status_t st =
+      qcoll_all_reduce(x, x, 4, QCOLL_F32, QCOLL_SUM, comm, NULL);
   if (st != QCOLL_OK) {
     fprintf(stderr, "all_reduce failed: %s\n", qcoll_comm_last_error(comm));
     return 1;
