@@ -351,28 +351,14 @@ out:
   return st;
 }
 
-static qcoll_quant_t resolve_quant(qcoll_quant_t q) {
-  if (q != QCOLL_QUANT_DEFAULT) return q;
-  const char *s = qcoll__env_str("QCOLL_QUANT");
-  for (int i = QCOLL_QUANT_NONE; i < QCOLL_QUANT_COUNT; i++)
-    if (!strcmp(s, qcoll_quant_name((qcoll_quant_t)i))) return (qcoll_quant_t)i;
-  QLOG_WARN(NULL, COLL,
-            "QCOLL_QUANT=%s is not one of none, fp8, int8, int6, "
-            "int4: using none",
-            s);
-  return QCOLL_QUANT_NONE;
+/* A per-call choice wins; DEFAULT/AUTO means the environment's, which
+ * the communicator read once at init. */
+static qcoll_quant_t resolve_quant(qcoll_comm_t comm, qcoll_quant_t q) {
+  return q != QCOLL_QUANT_DEFAULT ? q : comm->env_quant;
 }
 
-static qcoll_algo_t resolve_algo(qcoll_algo_t a) {
-  if (a != QCOLL_ALGO_AUTO) return a;
-  const char *s = qcoll__env_str("QCOLL_ALGO");
-  for (int i = QCOLL_ALGO_AUTO; i < QCOLL_ALGO_COUNT; i++)
-    if (!strcmp(s, qcoll_algo_name((qcoll_algo_t)i))) return (qcoll_algo_t)i;
-  QLOG_WARN(NULL, COLL,
-            "QCOLL_ALGO=%s is not one of auto, host, oneshot, "
-            "twoshot, nccl: using auto",
-            s);
-  return QCOLL_ALGO_AUTO;
+static qcoll_algo_t resolve_algo(qcoll_comm_t comm, qcoll_algo_t a) {
+  return a != QCOLL_ALGO_AUTO ? a : comm->env_algo;
 }
 
 static qcoll_status_t run_nccl(qcoll_comm_t comm, const call_t *c) {
@@ -589,8 +575,8 @@ static qcoll_status_t run_call(qcoll_comm_t comm, call_t *c) {
   /* QCOLL_ALGO forces the path of GPU all-reduces only; a per-call choice
    * that cannot serve the buffers is refused below with the reason. */
   if (c->kind == QCOLL__COLL_ALL_REDUCE && c->device >= 0)
-    c->algo = resolve_algo(c->algo);
-  c->quant = resolve_quant(c->quant);
+    c->algo = resolve_algo(comm, c->algo);
+  c->quant = resolve_quant(comm, c->quant);
   if (c->device < 0 && c->algo != QCOLL_ALGO_AUTO && c->algo != QCOLL_ALGO_HOST)
     return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
                         "%s: algorithm %s needs GPU buffers, these are host "

@@ -148,6 +148,29 @@ void qcoll__comm_mark_broken(qcoll_comm_t comm) {
 
 /* ---- init ----------------------------------------------------------- */
 
+/* The index in [first, count) whose name() equals the variable's value;
+ * fallback, with a warning, when none does. */
+static int env_choice(const char *var, int first, int count,
+                      const char *(*name)(int), int fallback) {
+  const char *value = qcoll__env_str(var);
+  for (int i = first; i < count; i++)
+    if (!strcmp(value, name(i))) return i;
+  char names[128] = "";
+  for (int i = first; i < count; i++)
+    snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+             i > first ? ", " : "", name(i));
+  QLOG_WARN(NULL, INIT, "%s=%s is not one of %s: using %s", var, value, names,
+            name(fallback));
+  return fallback;
+}
+
+static const char *algo_name(int i) {
+  return qcoll_algo_name((qcoll_algo_t)i);
+}
+static const char *quant_name(int i) {
+  return qcoll_quant_name((qcoll_quant_t)i);
+}
+
 static void resolve_host_id(qcoll_comm_t comm, const qcoll_config_t *config) {
   const char *id = config->host_id;
   if (!id || !*id) id = qcoll__env_str("QCOLL_HOST_ID");
@@ -298,6 +321,12 @@ qcoll_status_t qcoll_comm_init_rank(qcoll_comm_t *out, int nranks,
                                          : qcoll__env_double("QCOLL_TIMEOUT");
   if (!(comm->timeout_s > 0)) comm->timeout_s = 300;
   comm->check_calls = qcoll__env_bool("QCOLL_CHECK");
+  comm->env_algo =
+      (qcoll_algo_t)env_choice("QCOLL_ALGO", QCOLL_ALGO_AUTO, QCOLL_ALGO_COUNT,
+                               algo_name, QCOLL_ALGO_AUTO);
+  comm->env_quant = (qcoll_quant_t)env_choice("QCOLL_QUANT", QCOLL_QUANT_NONE,
+                                              QCOLL_QUANT_COUNT, quant_name,
+                                              QCOLL_QUANT_NONE);
   atomic_init(&comm->state, QCOLL_COMM_LIVE);
   resolve_host_id(comm, &config);
 

@@ -43,7 +43,9 @@ struct qcoll_comm {
   char host_id[QCOLL_HOST_ID_MAX];
   int device; /* CUDA device or QCOLL_DEVICE_NONE */
   double timeout_s;
-  bool check_calls;  /* QCOLL_CHECK */
+  bool check_calls;        /* QCOLL_CHECK */
+  qcoll_algo_t env_algo;   /* QCOLL_ALGO, read at init */
+  qcoll_quant_t env_quant; /* QCOLL_QUANT, read at init (never DEFAULT) */
   _Atomic int state; /* qcoll__comm_state_t; abort() sets it from any thread */
 
   struct qcoll__bootstrap *bootstrap;
