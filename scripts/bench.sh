@@ -7,11 +7,11 @@
 #   QCOLL_BENCH_ARGS    qcoll-perf arguments (default: a sweep 8 B .. 64 MiB)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh
-QCOLL_BUILD_DIR=build scripts/build.sh
+scripts/deps.sh bench
+QCOLL_BUILD_DIR=build-bench scripts/build.sh -DBUILD_TESTING=OFF
 RANKS=${QCOLL_BENCH_RANKS:-4}
-RUN=build/tools/qcoll-run/qcoll-run
-PERF=build/tools/qcoll-perf/qcoll-perf
+RUN=build-bench/tools/qcoll-run/qcoll-run
+PERF=build-bench/tools/qcoll-perf/qcoll-perf
 
 if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
   MEM=gpu

@@ -1,19 +1,30 @@
 #!/usr/bin/env bash
 # Install what building and testing qcoll needs, on Debian, when missing:
 # a C toolchain, CMake, cmocka (C unit tests), Python with numpy and pytest.
+#   scripts/deps.sh          everything (the test command)
+#   scripts/deps.sh bench    only what building the library and its tools
+#                            needs (the main job): a C toolchain and CMake
 set -euo pipefail
+mode=${1:-all}
+
+apt_install() {
+  [ $# -gt 0 ] || return 0
+  echo "# installing Debian packages: $*"
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@" >/dev/null
+}
 
 need_apt=()
 command -v cmake >/dev/null || need_apt+=(cmake)
 command -v cc >/dev/null || need_apt+=(build-essential)
-[ -f /usr/include/cmocka.h ] || need_apt+=(libcmocka-dev)
-command -v python3 >/dev/null || need_apt+=(python3 python3-pip)
-if [ ${#need_apt[@]} -gt 0 ]; then
-  echo "# installing Debian packages: ${need_apt[*]}"
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+if [ "$mode" != bench ]; then
+  [ -f /usr/include/cmocka.h ] || need_apt+=(libcmocka-dev)
+  command -v python3 >/dev/null || need_apt+=(python3 python3-pip)
 fi
+apt_install "${need_apt[@]}"
+[ "$mode" = bench ] && exit 0
 
 missing_py=()
 python3 -c "import numpy" 2>/dev/null || missing_py+=(numpy)

@@ -60,12 +60,16 @@ static const env_entry_t env_table[] = {
     {"QCOLL_QUANT_MIN_BYTES", "1M",
      "messages smaller than this are never quantised"},
     {"QCOLL_IPC_BYTES", "64M", "CUDA IPC buffer per rank (data and flags)"},
+    {"QCOLL_MAX_BLOCKS", "0",
+     "largest grid of a rank's GPU collective kernels (0: the GPU's resident "
+     "blocks, halved and divided among ranks that share a GPU); leaves SMs to "
+     "other work"},
     {"QCOLL_IPC_P2P_BYTES", "1M",
      "CUDA IPC: GPU send/recv inbox per ordered pair of ranks (allocated "
      "beside QCOLL_IPC_BYTES); smaller sends do not wait for their recv"},
     {"QCOLL_ONESHOT_MAX_BYTES", "256K",
      "largest GPU all-reduce sent one-shot by the selection table"},
-    {"QCOLL_TWOSHOT_MAX_BYTES", "64M",
+    {"QCOLL_TWOSHOT_MAX_BYTES", "16M",
      "largest GPU all-reduce sent two-shot before NCCL is preferred (when NCCL "
      "serves)"},
     {"QCOLL_NCCL_LIB", "",

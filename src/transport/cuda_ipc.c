@@ -69,6 +69,7 @@ typedef struct ipc_record {
       resident_blocks; /* all-reduce blocks the owner's GPU keeps resident */
   uint32_t probe_seed;
   int32_t coll_resident_blocks; /* the same for the kernels of collectives.cu */
+  int32_t max_blocks;           /* QCOLL_MAX_BLOCKS of the owner, 0: none */
   uint64_t p2p_pair_bytes;      /* send/recv inbox per sender */
   char reason[REASON_MAX];      /* why not ready */
 } ipc_record_t;
@@ -258,6 +259,9 @@ static void setup_local(qcoll_comm_t comm, cudaStream_t s, ipc_record_t *rec) {
     goto fail;
   }
   rec->coll_resident_blocks = resident;
+  long long cap = qcoll__env_int("QCOLL_MAX_BLOCKS");
+  rec->max_blocks =
+      cap <= 0 ? 0 : (int32_t)QCOLL_MIN(cap, QCOLL_IPC_MAX_BLOCKS);
 
   cc->buffer_bytes = qcoll__env_bytes("QCOLL_IPC_BYTES");
   rec->buffer_bytes = cc->buffer_bytes;
@@ -468,11 +472,16 @@ static void free_local(qcoll_comm_t comm) {
 }
 
 /* Grid limit for every rank: all blocks of all ranks sharing a GPU must be
- * resident together, so each rank gets its GPU's resident blocks divided by
- * the ranks on that GPU.  Computed from the exchanged records, so every rank
- * gets the same answer. */
+ * resident together, so each rank gets its GPU's resident blocks (of the
+ * kernels whose count `coll` selects) divided by the ranks on that GPU, and
+ * no more than any rank's QCOLL_MAX_BLOCKS.  Ranks sharing a GPU get half
+ * of that: with the whole GPU taken by spinning blocks, a block that other
+ * work kept from being scheduled waited for peers that never gave way (seen
+ * with two PyTorch processes on one H200 under MPS: the full share hung, a
+ * cap of 64 blocks did not).  Computed from the exchanged records, so every
+ * rank gets the same answer. */
 static int agreed_max_grid(qcoll_comm_t comm, const ipc_record_t *recs,
-                           int *ranks_on_my_gpu) {
+                           bool coll, int *ranks_on_my_gpu) {
   int limit = QCOLL_IPC_MAX_BLOCKS;
   for (int r = 0; r < comm->nranks; r++) {
     int sharing = 0;
@@ -480,24 +489,14 @@ static int agreed_max_grid(qcoll_comm_t comm, const ipc_record_t *recs,
       if (recs[q].host_index == recs[r].host_index &&
           !memcmp(recs[q].uuid, recs[r].uuid, sizeof recs[r].uuid))
         sharing++;
-    if (r == comm->rank) *ranks_on_my_gpu = sharing;
-    int share = recs[r].resident_blocks / sharing;
+    if (r == comm->rank && ranks_on_my_gpu) *ranks_on_my_gpu = sharing;
+    int resident =
+        coll ? recs[r].coll_resident_blocks : recs[r].resident_blocks;
+    int share = sharing > 1 ? resident / (2 * sharing) : resident;
+    if (share < 1) share = resident / sharing;
     if (share < limit) limit = share;
-  }
-  return limit;
-}
-
-/* The same for the kernels of collectives.cu. */
-static int agreed_coll_max_grid(qcoll_comm_t comm, const ipc_record_t *recs) {
-  int limit = QCOLL_IPC_MAX_BLOCKS;
-  for (int r = 0; r < comm->nranks; r++) {
-    int sharing = 0;
-    for (int q = 0; q < comm->nranks; q++)
-      if (recs[q].host_index == recs[r].host_index &&
-          !memcmp(recs[q].uuid, recs[r].uuid, sizeof recs[r].uuid))
-        sharing++;
-    int share = recs[r].coll_resident_blocks / sharing;
-    if (share < limit) limit = share;
+    if (recs[r].max_blocks > 0 && recs[r].max_blocks < limit)
+      limit = recs[r].max_blocks;
   }
   return limit;
 }
@@ -573,8 +572,8 @@ qcoll_status_t qcoll__cuda_comm_init(qcoll_comm_t comm) {
       goto unusable_unmapped;
     }
   }
-  int max_grid = agreed_max_grid(comm, recs, &cc->ranks_on_gpu);
-  int coll_max_grid = agreed_coll_max_grid(comm, recs);
+  int max_grid = agreed_max_grid(comm, recs, false, &cc->ranks_on_gpu);
+  int coll_max_grid = agreed_max_grid(comm, recs, true, NULL);
   if (max_grid >= 1 && coll_max_grid < 1) {
     mark_unusable(comm, true,
                   "too many ranks share a GPU (%d on this one) for "
@@ -735,12 +734,24 @@ qcoll_status_t qcoll__cuda_poll_async_error(qcoll_comm_t comm) {
   char buf[32];
   const char *site = wait_site(phase, buf, sizeof buf);
   switch (kind) {
-    case QCOLL_IPC_ERR_TIMEOUT:
+    case QCOLL_IPC_ERR_TIMEOUT: {
+      unsigned want = (unsigned)(w >> 8) & 0xffu,
+               seen = (unsigned)(w >> 24) & 0xffu;
+      /* One behind: the peer's block has not arrived (the peer is slow,
+       * gone, or its block cannot be scheduled).  Further apart: the peer is
+       * several steps behind, or the ranks did not make the same launches. */
+      const char *hint =
+          ((want - seen) & 0xffu) == 1u
+              ? "the peer's block has not arrived"
+              : "the peer is several steps behind, or the ranks' sequences "
+                "of GPU collectives differ";
       return qcoll__error(
           comm, QCOLL_ERR_TIMEOUT,
           "GPU collective on rank %d: block %d waited more than "
-          "%.1f s (QCOLL_TIMEOUT) for rank %d %s",
-          rank, block, comm->timeout_s, peer, site);
+          "%.1f s (QCOLL_TIMEOUT) for rank %d %s (flag ..%02x, awaited "
+          "..%02x: %s)",
+          rank, block, comm->timeout_s, peer, site, seen, want, hint);
+    }
     case QCOLL_IPC_ERR_PEER_ABORTED:
       return qcoll__error(
           comm, QCOLL_ERR_PEER_FAILURE,

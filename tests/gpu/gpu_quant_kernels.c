@@ -64,6 +64,14 @@ static void set_timeout(world_t *w, double seconds) {
     w->views[r].timeout_ns = (unsigned long long)(seconds * 1e9);
 }
 
+/* Deadline of a waiting kernel: QCOLL_TEST_KERNEL_TIMEOUT seconds, default
+ * 10 (every case finishes in well under a second when nothing is wrong). */
+static double kernel_timeout_s(void) {
+  const char *v = getenv("QCOLL_TEST_KERNEL_TIMEOUT");
+  double s = v && *v ? atof(v) : 10.0;
+  return s > 0 ? s : 10.0;
+}
+
 static void world_init(world_t *w, int n) {
   memset(w, 0, sizeof *w);
   w->n = n;
@@ -89,7 +97,7 @@ static void world_init(world_t *w, int n) {
     v->nranks = n;
   }
   set_grid_limit(w, w->full_grid);
-  set_timeout(w, 60);
+  set_timeout(w, kernel_timeout_s());
   reset_state(w);
 }
 
@@ -102,15 +110,48 @@ static void world_free(world_t *w) {
   }
 }
 
-static void sync_all(world_t *w, const char *what) {
-  for (int r = 0; r < w->n; r++) gt_wait_stream(w->streams[r], 120, what);
-  for (int r = 0; r < w->n; r++)
-    if (w->words[r][0])
-      gt_fail("%s: rank %d raised error word 0x%016llx", what, r,
-              w->words[r][0]);
+/* After a failed launch: every rank's epoch counters and phase-0/1 flags of
+ * the first blocks, to tell a lost flag from ranks that disagree on the
+ * epoch. */
+static void dump_sync_state(world_t *w) {
+  enum { BLOCKS = 4 };
+  for (int r = 0; r < w->n; r++) {
+    uint32_t epochs[BLOCKS],
+        flags[BLOCKS * QCOLL_IPC_MAX_RANKS * QCOLL_IPC_PHASES];
+    GT_CUDA(cudaMemcpy(epochs, w->buffers[r] + QCOLL_IPC_EPOCHS_OFFSET,
+                       sizeof epochs, cudaMemcpyDeviceToHost));
+    GT_CUDA(cudaMemcpy(flags, w->buffers[r] + QCOLL_IPC_FLAGS_OFFSET,
+                       sizeof flags, cudaMemcpyDeviceToHost));
+    for (int b = 0; b < BLOCKS; b++) {
+      char line[512];
+      int len = snprintf(line, sizeof line, "rank %d block %d epoch %u flags",
+                         r, b, epochs[b]);
+      for (int p = 0; p < w->n && len < (int)sizeof line - 32; p++)
+        len += snprintf(line + len, sizeof line - (size_t)len, " [w%d %u %u]",
+                        p, flags[qcoll__ipc_flag_index(b, p, 0)],
+                        flags[qcoll__ipc_flag_index(b, p, 1)]);
+      gt_note("%s", line);
+    }
+  }
 }
 
-/* Rank r's quantised all-reduce in chunks, as the transport does. */
+static void sync_all(world_t *w, const char *what) {
+  for (int r = 0; r < w->n; r++) gt_wait_stream(w->streams[r], 120, what);
+  bool failed = false;
+  for (int r = 0; r < w->n; r++)
+    if (w->words[r][0]) {
+      gt_fail("%s: rank %d raised error word 0x%016llx", what, r,
+              w->words[r][0]);
+      failed = true;
+    }
+  if (failed) {
+    dump_sync_state(w);
+    reset_state(w); /* the next case starts clean */
+  }
+}
+
+/* Rank r's quantised all-reduce in chunks, as the transport does (used
+ * when capturing one rank's stream into a graph). */
 static void quant_launches(world_t *w, int r, const void *send, void *recv,
                            size_t count, qcoll_dtype_t dtype, qcoll_quant_t fmt,
                            cudaStream_t stream) {
@@ -120,6 +161,26 @@ static void quant_launches(world_t *w, int r, const void *send, void *recv,
     GT_CUDA(qcoll__cuda_all_reduce_quant_launch(
         &w->views[r], (const char *)send + off * es, (char *)recv + off * es,
         count - off < chunk ? count - off : chunk, dtype, fmt, stream));
+}
+
+/* One quantised all-reduce on every rank, enqueued chunk by chunk across the
+ * ranks.  The ranks here are streams of one process, and streams may share
+ * a hardware queue (fewer of them under MPS): enqueued rank by rank, a
+ * rank's second chunk could sit in a queue ahead of another rank's first
+ * chunk, which it waits for.  Processes (the library's ranks) have queues
+ * of their own. */
+static void quant_all(world_t *w, char *const *send, size_t send_lead,
+                      char *const *recv, size_t recv_lead, size_t count,
+                      qcoll_dtype_t dtype, qcoll_quant_t fmt) {
+  size_t es = gt_dtype_size(dtype);
+  size_t chunk = qcoll__cuda_all_reduce_quant_chunk_elems(&w->views[0], fmt);
+  for (size_t off = 0; off < count; off += chunk)
+    for (int r = 0; r < w->n; r++)
+      GT_CUDA(qcoll__cuda_all_reduce_quant_launch(
+          &w->views[r], send[r] + send_lead + off * es,
+          recv[r] + recv_lead + off * es,
+          count - off < chunk ? count - off : chunk, dtype, fmt,
+          w->streams[r]));
 }
 
 /* Every rank's output against the reference, the bound and the guards. */
@@ -181,9 +242,7 @@ static void run_case(world_t *w, qcoll_quant_t fmt, qcoll_dtype_t dtype,
     qt_inputs_store(&in, r, host + lead);
     gt_upload(send[r], host, bytes);
   }
-  for (int r = 0; r < w->n; r++)
-    quant_launches(w, r, send[r] + lead, recv[r] + lead, count, dtype, fmt,
-                   w->streams[r]);
+  quant_all(w, send, lead, recv, lead, count, dtype, fmt);
   sync_all(w, what);
   check_outputs(w, &in, fmt, recv, lead, !in_place, what);
   for (int r = 0; r < w->n; r++) {
@@ -246,21 +305,19 @@ static void test_mixed(world_t *w) {
   gt_reference(expected, un, GT_SMALL_INTS, w->n, 9, QCOLL_F32, QCOLL_SUM);
   /* Rounds of: quantised, two-shot, quantised (other format), one-shot. */
   const int rounds = 20;
-  for (int k = 0; k < rounds; k++)
-    for (int r = 0; r < w->n; r++) {
-      cudaStream_t s = w->streams[r];
-      quant_launches(w, r, qsend[r], (char *)qrecv[r] + GUARD_ELEMS * 4, qn,
-                     QCOLL_F32, QCOLL_QUANT_INT6, s);
-      size_t chunk =
-          qcoll__cuda_all_reduce_chunk_elems(&w->views[r], QCOLL_F32);
-      for (size_t off = 0; off < un; off += chunk)
+  const size_t chunk =
+      qcoll__cuda_all_reduce_chunk_elems(&w->views[0], QCOLL_F32);
+  char *const *qs = (char *const *)qsend, *const *qr = (char *const *)qrecv;
+  for (int k = 0; k < rounds; k++) {
+    quant_all(w, qs, 0, qr, GUARD_ELEMS * 4, qn, QCOLL_F32, QCOLL_QUANT_INT6);
+    for (size_t off = 0; off < un; off += chunk)
+      for (int r = 0; r < w->n; r++)
         GT_CUDA(qcoll__cuda_all_reduce_launch(
             &w->views[r], k % 2 ? QCOLL_IPC_TWOSHOT : QCOLL_IPC_ONESHOT,
             usend[r] + off, urecv[r] + off, un - off < chunk ? un - off : chunk,
-            QCOLL_F32, QCOLL_SUM, s));
-      quant_launches(w, r, qsend[r], (char *)qrecv[r] + GUARD_ELEMS * 4, qn,
-                     QCOLL_F32, QCOLL_QUANT_INT6, s);
-    }
+            QCOLL_F32, QCOLL_SUM, w->streams[r]));
+    quant_all(w, qs, 0, qr, GUARD_ELEMS * 4, qn, QCOLL_F32, QCOLL_QUANT_INT6);
+  }
   sync_all(w, "mixed launches");
   char what[128];
   snprintf(what, sizeof what, "N=%d mixed launches, quantised int6 f32", w->n);
@@ -402,7 +459,7 @@ static void test_missing_peer(world_t *w) {
         "%.2f s (deadline %.2f s)",
         w->n, dt, timeout);
   for (int r = 0; r < w->n; r++) GT_CUDA(cudaFree(buf[r]));
-  set_timeout(w, 60);
+  set_timeout(w, kernel_timeout_s());
   reset_state(w);
 }
 

@@ -56,8 +56,10 @@
  *
  * Requirements.  All blocks of all ranks that share a GPU must be resident
  * at once (a block spinning on a peer block that cannot be scheduled would
- * deadlock): the host caps the grid at the GPU's resident blocks divided by
- * the ranks on that GPU, and at QCOLL_IPC_MAX_BLOCKS.  Every rank makes the
+ * deadlock): the host caps the grid at the GPU's resident blocks (halved
+ * and divided among the ranks when several share the GPU, leaving room for
+ * other work), at QCOLL_MAX_BLOCKS and at QCOLL_IPC_MAX_BLOCKS (see
+ * agreed_max_grid in src/transport/cuda_ipc.c).  Every rank makes the
  * same launches (count, dtype, op, algorithm) in the same order on one
  * stream, so grids and ranges agree.
  */

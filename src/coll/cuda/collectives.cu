@@ -518,34 +518,12 @@ QCOLL_KERNEL barrier_kernel(qcoll__ipc_view_t v, qcoll__ipc_coll_args_t a) {
 /* ---- send / recv ------------------------------------------------------------
  */
 
-/* Spin until the counter at `slot` has reached `target` (modulo 2^32: the
- * signed distance is not negative).  Same deadline and abort handling as
- * wait_flag.  Called by one thread. */
+/* Spin until the counter at `slot` has reached `target` (modulo 2^32).
+ * Called by one thread. */
 __device__ bool wait_reached(const qcoll__ipc_view_t &v, BlockState *s,
                              const uint32_t *slot, uint32_t target, int peer,
                              int phase) {
-  uint64_t start = 0;
-  for (uint32_t spins = 0;; spins++) {
-    if ((int32_t)(load_acquire_sys(slot) - target) >= 0) return true;
-    if ((spins & 63u) != 63u) continue;
-    uint64_t now = global_timer_ns();
-    if (start == 0) start = now;
-    if (now - start > v.timeout_ns) {
-      report_failure(v, s, QCOLL_IPC_ERR_TIMEOUT, peer, phase);
-      return false;
-    }
-    if (load_relaxed_sys_u64(v.host_abort) != 0) {
-      report_failure(v, s, QCOLL_IPC_ERR_ABORTED, peer, phase);
-      return false;
-    }
-    uint32_t aborted_by = load_relaxed_sys(abort_word(s, v.rank));
-    if (aborted_by != 0) {
-      report_failure(v, s, QCOLL_IPC_ERR_PEER_ABORTED, (int)aborted_by - 1,
-                     phase);
-      return false;
-    }
-    if (spins > 65536u) __nanosleep(256);
-  }
+  return wait_until(v, s, slot, target, true, peer, phase);
 }
 
 __device__ __forceinline__ uint32_t *p2p_word(const BlockState *s, int owner,

@@ -95,12 +95,21 @@ __device__ __forceinline__ uint32_t *epoch_counter(const qcoll__ipc_view_t &v,
          blockIdx.x;
 }
 
+/* Records the first failure of this rank in the host-mapped error word
+ * and, unless a peer already gave up, tells every peer to stop waiting.
+ * `want`/`seen`: the flag value awaited and the last one read (timeouts). */
 __device__ __forceinline__ void report_failure(const qcoll__ipc_view_t &v,
                                                const BlockState *s,
                                                unsigned kind, int peer,
-                                               int phase) {
-  store_relaxed_sys_u64(v.error_word, qcoll__ipc_err_encode(kind, v.rank, peer,
-                                                            blockIdx.x, phase));
+                                               int phase, uint32_t want = 0,
+                                               uint32_t seen = 0) {
+  /* Keep the first report: it names the cause, while the reports that
+   * follow it (blocks told by a peer that it gave up) only echo it. */
+  if (load_relaxed_sys_u64(v.error_word) == 0)
+    store_relaxed_sys_u64(
+        v.error_word,
+        qcoll__ipc_err_encode(kind, v.rank, peer, blockIdx.x, phase) |
+            qcoll__ipc_err_flags(want, seen));
   if (kind != QCOLL_IPC_ERR_PEER_ABORTED)
     for (int p = 0; p < v.nranks; p++)
       if (p != v.rank)
@@ -108,21 +117,24 @@ __device__ __forceinline__ void report_failure(const qcoll__ipc_view_t &v,
   __threadfence_system();
 }
 
-/* Spin until *slot == epoch.  False (after reporting) when the deadline
- * passes, a peer aborted, or another thread of the block already failed. */
-__device__ __forceinline__ bool wait_flag(const qcoll__ipc_view_t &v,
-                                          BlockState *s, const uint32_t *slot,
-                                          int peer, int phase) {
-  const uint32_t epoch = s->epoch;
+/* Spin until the word at `slot` equals `want` (at_least: has reached it,
+ * modulo 2^32, i.e. the signed distance is not negative).  False (after
+ * reporting) when the deadline passes, this rank's host aborts, a peer
+ * gave up, or another thread of the block already failed. */
+__device__ __forceinline__ bool wait_until(const qcoll__ipc_view_t &v,
+                                           BlockState *s, const uint32_t *slot,
+                                           uint32_t want, bool at_least,
+                                           int peer, int phase) {
   volatile int *block_failed = &s->failed;
   uint64_t start = 0;
   for (uint32_t spins = 0;; spins++) {
-    if (load_acquire_sys(slot) == epoch) return true;
+    const uint32_t seen = load_acquire_sys(slot);
+    if (at_least ? (int32_t)(seen - want) >= 0 : seen == want) return true;
     if ((spins & 63u) != 63u) continue;
     uint64_t now = global_timer_ns();
     if (start == 0) start = now;
     if (now - start > v.timeout_ns) {
-      report_failure(v, s, QCOLL_IPC_ERR_TIMEOUT, peer, phase);
+      report_failure(v, s, QCOLL_IPC_ERR_TIMEOUT, peer, phase, want, seen);
       return false;
     }
     if (load_relaxed_sys_u64(v.host_abort) != 0) {
@@ -135,10 +147,20 @@ __device__ __forceinline__ bool wait_flag(const qcoll__ipc_view_t &v,
                      phase);
       return false;
     }
-    if (*block_failed) return false;
+    /* This rank already failed (another block, or an earlier launch of a
+     * message cut into chunks): the flags no longer agree, so stop rather
+     * than wait out the deadline once per enqueued launch. */
+    if (*block_failed || load_relaxed_sys_u64(v.error_word) != 0) return false;
     /* Long waits (ranks time-sliced on one GPU) need not hog issue slots. */
     if (spins > 65536u) __nanosleep(256);
   }
+}
+
+/* Spin until *slot holds this launch's epoch. */
+__device__ __forceinline__ bool wait_flag(const qcoll__ipc_view_t &v,
+                                          BlockState *s, const uint32_t *slot,
+                                          int peer, int phase) {
+  return wait_until(v, s, slot, s->epoch, false, peer, phase);
 }
 
 /* Barrier of this block with the same block of every peer.  Returns false

@@ -84,8 +84,9 @@ static inline size_t qcoll__ipc_region_bytes(size_t buffer_bytes) {
 
 /* The asynchronous error word (host-mapped pinned memory) that a kernel
  * sets when a wait fails.  One 64-bit store, so the host never reads half
- * of it:  bits 56..63 kind, 40..55 block, 32..39 phase, 16..23 peer,
- * 0..7 rank.  0 means no error. */
+ * of it:  bits 56..63 kind, 40..55 block, 32..39 phase, 24..31 the low
+ * byte of the flag value last read, 16..23 peer, 8..15 the low byte of the
+ * value awaited (both timeouts only), 0..7 rank.  0 means no error. */
 #define QCOLL_IPC_ERR_TIMEOUT 1u      /* a peer's flag did not arrive */
 #define QCOLL_IPC_ERR_PEER_ABORTED 2u /* a peer gave up and told us */
 #define QCOLL_IPC_ERR_ABORTED 3u      /* this rank's host asked to stop */
@@ -99,6 +100,14 @@ static inline QCOLL_IPC_HD uint64_t qcoll__ipc_err_encode(unsigned kind,
          ((uint64_t)((unsigned)phase & 0xffu) << 32) |
          ((uint64_t)((unsigned)peer & 0xffu) << 16) |
          (uint64_t)((unsigned)rank & 0xffu);
+}
+
+/* The flag bytes of a timeout's error word: what the block waited for and
+ * what it last saw (their low bytes tell "not arrived yet", one behind,
+ * from "the ranks' launch sequences differ"). */
+static inline QCOLL_IPC_HD uint64_t qcoll__ipc_err_flags(uint32_t want,
+                                                         uint32_t seen) {
+  return ((uint64_t)(seen & 0xffu) << 24) | ((uint64_t)(want & 0xffu) << 8);
 }
 
 /* What a kernel needs to know about the communicator.  Passed by value, so
