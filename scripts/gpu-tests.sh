@@ -101,7 +101,11 @@ fi
 
 # ---- tests ----------------------------------------------------------------
 ctest_args=(-L gpu --output-on-failure)
+# The GPUs CUDA will see (nvidia-smi ignores CUDA_VISIBLE_DEVICES).
 ngpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
+  ngpus=$(echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c .)
+fi
 if [ "$ngpus" -lt 2 ]; then
   say "$ngpus GPU visible: the multi-GPU tests (gpu.multi_device.*) need two, not run"
   ctest_args+=(-E 'gpu\.multi_device\.')

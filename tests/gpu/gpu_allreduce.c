@@ -14,23 +14,6 @@
 
 #include "gpu_test.h"
 
-#define GUARD_ELEMS 64
-#define GUARD_BYTE 0x5a
-
-typedef struct placement {
-  const char *name;
-  bool in_place;
-  size_t send_offset, recv_offset; /* elements */
-} placement_t;
-
-static const placement_t placements[] = {
-    {"out-of-place aligned", false, 0, 0},
-    {"out-of-place send+1 recv+1", false, 1, 1},
-    {"out-of-place recv+1", false, 0, 1},
-    {"in-place aligned", true, 0, 0},
-    {"in-place +1", true, 1, 1},
-};
-
 static qcoll_comm_t comm;
 static cudaStream_t stream;
 static char *dev_send, *dev_recv; /* capacity bytes each, with guards */
@@ -62,28 +45,29 @@ static void check_same_on_all_ranks(const void *result, size_t bytes,
 }
 
 static void run_case(qcoll_algo_t algo, qcoll_dtype_t dtype, qcoll_op_t op,
-                     size_t count, const placement_t *pl, gt_pattern_t pattern,
-                     uint32_t seed) {
+                     size_t count, const gt_placement_t *pl,
+                     gt_pattern_t pattern, uint32_t seed) {
   char what[256];
   snprintf(what, sizeof what, "%s %s/%s count=%zu %s %s", qcoll_algo_name(algo),
            qcoll_dtype_name(dtype), qcoll_op_name(op), count, pl->name,
            pattern == GT_SMALL_INTS ? "small-ints" : "mixed-magnitudes");
   size_t es = qcoll_dtype_size(dtype);
-  size_t bytes = (count + 2 * GUARD_ELEMS) * es;
+  size_t bytes = (count + 2 * GT_GUARD_ELEMS) * es;
   if (bytes > capacity) {
     gt_fail("%s: needs %zu bytes, test buffers hold %zu", what, bytes,
             capacity);
     return;
   }
   char *send_base = dev_send, *recv_base = pl->in_place ? dev_send : dev_recv;
-  memset(host_buf, GUARD_BYTE, bytes);
+  memset(host_buf, GT_GUARD_BYTE, bytes);
   gt_upload(recv_base, host_buf, bytes);
-  gt_fill_inputs(host_buf + (GUARD_ELEMS + pl->send_offset) * es, count,
+  gt_fill_inputs(host_buf + (GT_GUARD_ELEMS + pl->send_offset) * es, count,
                  pattern, gt_rank, seed, dtype);
   gt_upload(send_base, host_buf, bytes);
   size_t recv_lead =
-      (GUARD_ELEMS + (pl->in_place ? pl->send_offset : pl->recv_offset)) * es;
-  const void *send = send_base + (GUARD_ELEMS + pl->send_offset) * es;
+      (GT_GUARD_ELEMS + (pl->in_place ? pl->send_offset : pl->recv_offset)) *
+      es;
+  const void *send = send_base + (GT_GUARD_ELEMS + pl->send_offset) * es;
   void *recv = recv_base + recv_lead;
 
   qcoll_all_reduce_options_t opts;
@@ -103,7 +87,7 @@ static void run_case(qcoll_algo_t algo, qcoll_dtype_t dtype, qcoll_op_t op,
   if (!pl->in_place) {
     for (size_t b = 0; b < bytes; b++) {
       if (b >= recv_lead && b < recv_lead + count * es) continue;
-      if ((unsigned char)host_buf[b] != GUARD_BYTE) {
+      if ((unsigned char)host_buf[b] != GT_GUARD_BYTE) {
         gt_fail(
             "%s: byte %lld relative to recvbuf changed to 0x%02x (outside the "
             "output)",
@@ -119,14 +103,14 @@ static void run_case(qcoll_algo_t algo, qcoll_dtype_t dtype, qcoll_op_t op,
 /* Calls every build must refuse or serve otherwise. */
 static void test_edges(void) {
   /* Count 0: nothing happens, nothing is written. */
-  memset(host_buf, GUARD_BYTE, 64);
+  memset(host_buf, GT_GUARD_BYTE, 64);
   gt_upload(dev_recv, host_buf, 64);
   GT_QCOLL(comm, qcoll_all_reduce(dev_send, dev_recv, 0, QCOLL_F32, QCOLL_SUM,
                                   comm, stream));
   gt_wait_stream(stream, 60, "count 0");
   GT_CUDA(cudaMemcpy(host_buf, dev_recv, 64, cudaMemcpyDeviceToHost));
   for (int i = 0; i < 64; i++)
-    if ((unsigned char)host_buf[i] != GUARD_BYTE) {
+    if ((unsigned char)host_buf[i] != GT_GUARD_BYTE) {
       gt_fail("count 0: recvbuf byte %d changed to 0x%02x", i,
               (unsigned char)host_buf[i]);
       break;
@@ -174,7 +158,7 @@ int main(void) {
   capacity = big_f32 * 4;
   if (big_bf16 * 2 > capacity) capacity = big_bf16 * 2;
   if (((size_t)4 << 20) > capacity) capacity = (size_t)4 << 20; /* 1<<20 f32 */
-  capacity += 2 * GUARD_ELEMS * 4;
+  capacity += 2 * GT_GUARD_ELEMS * 4;
   GT_CUDA(cudaMalloc((void **)&dev_send, capacity));
   GT_CUDA(cudaMalloc((void **)&dev_recv, capacity));
   host_buf = malloc(capacity);
@@ -198,23 +182,22 @@ int main(void) {
     for (size_t o = 0; o < 3; o++)
       for (size_t a = 0; a < 3; a++)
         for (size_t c = 0; c < 4; c++)
-          for (size_t p = 0; p < sizeof placements / sizeof placements[0];
-               p++) {
+          for (size_t p = 0; p < gt_placement_count; p++) {
             gt_pattern_t pattern = (c + p) % 2 ? GT_SMALL_INTS : GT_MIXED;
-            run_case(algos[a], dtypes[d], ops[o], counts[c], &placements[p],
+            run_case(algos[a], dtypes[d], ops[o], counts[c], &gt_placements[p],
                      pattern, seed++);
             cases++;
           }
   /* Larger than the data region: several launches per call. */
   for (size_t a = 0; a < 2; a++) {
-    run_case(algos[a], QCOLL_F32, QCOLL_SUM, big_f32, &placements[0], GT_MIXED,
-             seed++);
-    run_case(algos[a], QCOLL_F32, QCOLL_SUM, big_f32, &placements[4],
+    run_case(algos[a], QCOLL_F32, QCOLL_SUM, big_f32, &gt_placements[0],
+             GT_MIXED, seed++);
+    run_case(algos[a], QCOLL_F32, QCOLL_SUM, big_f32, &gt_placements[4],
              GT_SMALL_INTS, seed++);
     cases += 2;
   }
-  run_case(QCOLL_ALGO_TWOSHOT, QCOLL_BF16, QCOLL_MAX, big_bf16, &placements[4],
-           GT_MIXED, seed++);
+  run_case(QCOLL_ALGO_TWOSHOT, QCOLL_BF16, QCOLL_MAX, big_bf16,
+           &gt_placements[4], GT_MIXED, seed++);
   cases++;
   int failed = gt_failures() - before;
   gt_note("%d cases, %d failure(s)", cases, failed);

@@ -16,77 +16,10 @@
 
 #include "coll/cuda/launch.h"
 #include "gpu_test.h"
+#include "ipc_world.h"
 
 #define IPC_BYTES \
   (2u << 20) /* small, so large messages need several launches */
-
-typedef struct world {
-  int n;
-  char *buffers[QCOLL_IPC_MAX_RANKS];
-  unsigned long long
-      *words[QCOLL_IPC_MAX_RANKS]; /* host-mapped: error, abort */
-  cudaStream_t streams[QCOLL_IPC_MAX_RANKS];
-  qcoll__ipc_view_t views[QCOLL_IPC_MAX_RANKS];
-} world_t;
-
-static void reset_state(world_t *w) {
-  for (int r = 0; r < w->n; r++) {
-    GT_CUDA(cudaMemset(w->buffers[r], 0, QCOLL_IPC_HEADER_BYTES));
-    w->words[r][0] = 0;
-    w->words[r][1] = 0;
-  }
-  GT_CUDA(cudaDeviceSynchronize());
-}
-
-static void world_init(world_t *w, int n, double timeout_s) {
-  memset(w, 0, sizeof *w);
-  w->n = n;
-  int resident = 0;
-  GT_CUDA(qcoll__cuda_all_reduce_resident_blocks(&resident));
-  int max_grid = resident / n;
-  if (max_grid > QCOLL_IPC_MAX_BLOCKS) max_grid = QCOLL_IPC_MAX_BLOCKS;
-  for (int r = 0; r < n; r++) {
-    GT_CUDA(cudaMalloc((void **)&w->buffers[r], IPC_BYTES));
-    GT_CUDA(cudaHostAlloc((void **)&w->words[r], 2 * sizeof(unsigned long long),
-                          cudaHostAllocMapped));
-    GT_CUDA(cudaStreamCreateWithFlags(&w->streams[r], cudaStreamNonBlocking));
-  }
-  for (int r = 0; r < n; r++) {
-    qcoll__ipc_view_t *v = &w->views[r];
-    for (int p = 0; p < n; p++) v->bases[p] = w->buffers[p];
-    unsigned long long *dev_words = NULL;
-    GT_CUDA(cudaHostGetDevicePointer((void **)&dev_words, w->words[r], 0));
-    v->error_word = dev_words;
-    v->host_abort = dev_words + 1;
-    v->region_bytes = qcoll__ipc_region_bytes(IPC_BYTES);
-    v->timeout_ns = (unsigned long long)(timeout_s * 1e9);
-    v->rank = r;
-    v->nranks = n;
-    v->max_grid = max_grid;
-  }
-  reset_state(w);
-}
-
-static void world_set_timeout(world_t *w, double timeout_s) {
-  for (int r = 0; r < w->n; r++)
-    w->views[r].timeout_ns = (unsigned long long)(timeout_s * 1e9);
-}
-
-static void world_free(world_t *w) {
-  GT_CUDA(cudaDeviceSynchronize());
-  for (int r = 0; r < w->n; r++) {
-    GT_CUDA(cudaFree(w->buffers[r]));
-    GT_CUDA(cudaFreeHost(w->words[r]));
-    GT_CUDA(cudaStreamDestroy(w->streams[r]));
-  }
-}
-
-static void check_no_error_words(world_t *w, const char *what) {
-  for (int r = 0; r < w->n; r++)
-    if (w->words[r][0])
-      gt_fail("%s: rank %d raised error word 0x%016llx", what, r,
-              w->words[r][0]);
-}
 
 /* Enqueue one all-reduce on every rank, in launches of at most one region
  * (as the transport does). */
@@ -111,23 +44,6 @@ static void sync_all(world_t *w, const char *what) {
 
 /* ---- exact results ---------------------------------------------------- */
 
-typedef struct placement {
-  const char *name;
-  bool in_place;
-  size_t send_offset, recv_offset; /* in elements */
-} placement_t;
-
-static const placement_t placements[] = {
-    {"out-of-place aligned", false, 0, 0},
-    {"out-of-place send+1 recv+1", false, 1, 1},
-    {"out-of-place recv+1", false, 0, 1},
-    {"in-place aligned", true, 0, 0},
-    {"in-place +1", true, 1, 1},
-};
-
-#define GUARD_ELEMS 64
-#define GUARD_BYTE 0x5a
-
 static const char *algo_name(qcoll__ipc_algo_t a) {
   return a == QCOLL_IPC_ONESHOT ? "one-shot" : "two-shot";
 }
@@ -135,7 +51,7 @@ static const char *algo_name(qcoll__ipc_algo_t a) {
 /* One case: inputs from the pattern, results compared bit for bit with the
  * reference on every rank, and the bytes around each output untouched. */
 static void run_case(world_t *w, qcoll__ipc_algo_t algo, qcoll_dtype_t dtype,
-                     qcoll_op_t op, size_t count, const placement_t *pl,
+                     qcoll_op_t op, size_t count, const gt_placement_t *pl,
                      gt_pattern_t pattern, uint32_t seed) {
   char what[256];
   snprintf(what, sizeof what, "N=%d %s %s/%s count=%zu %s %s", w->n,
@@ -143,31 +59,32 @@ static void run_case(world_t *w, qcoll__ipc_algo_t algo, qcoll_dtype_t dtype,
            pl->name,
            pattern == GT_SMALL_INTS ? "small-ints" : "mixed-magnitudes");
   size_t es = gt_dtype_size(dtype);
-  size_t total = count + 2 * GUARD_ELEMS;
+  size_t total = count + 2 * GT_GUARD_ELEMS;
   size_t bytes = total * es;
   char *host = malloc(bytes), *expected = malloc(count * es),
        *guard = malloc(bytes);
   char *dev_send[QCOLL_IPC_MAX_RANKS], *dev_recv[QCOLL_IPC_MAX_RANKS];
   void *send[QCOLL_IPC_MAX_RANKS], *recv[QCOLL_IPC_MAX_RANKS];
-  memset(guard, GUARD_BYTE, bytes);
+  memset(guard, GT_GUARD_BYTE, bytes);
   for (int r = 0; r < w->n; r++) {
     GT_CUDA(cudaMalloc((void **)&dev_send[r], bytes));
     dev_recv[r] = dev_send[r];
     if (!pl->in_place) GT_CUDA(cudaMalloc((void **)&dev_recv[r], bytes));
     gt_upload(dev_recv[r], guard, bytes);
     memcpy(host, guard, bytes);
-    gt_fill_inputs(host + (GUARD_ELEMS + pl->send_offset) * es, count, pattern,
-                   r, seed, dtype);
+    gt_fill_inputs(host + (GT_GUARD_ELEMS + pl->send_offset) * es, count,
+                   pattern, r, seed, dtype);
     gt_upload(dev_send[r], host, bytes);
-    send[r] = dev_send[r] + (GUARD_ELEMS + pl->send_offset) * es;
+    send[r] = dev_send[r] + (GT_GUARD_ELEMS + pl->send_offset) * es;
     recv[r] =
         dev_recv[r] +
-        (GUARD_ELEMS + (pl->in_place ? pl->send_offset : pl->recv_offset)) * es;
+        (GT_GUARD_ELEMS + (pl->in_place ? pl->send_offset : pl->recv_offset)) *
+            es;
   }
   gt_reference(expected, count, pattern, w->n, seed, dtype, op);
   all_reduce(w, algo, send, recv, count, dtype, op, NULL);
   sync_all(w, what);
-  check_no_error_words(w, what);
+  world_report_error_words(w, what);
   for (int r = 0; r < w->n; r++) {
     char label[320];
     snprintf(label, sizeof label, "%s rank %d result", what, r);
@@ -178,7 +95,7 @@ static void run_case(world_t *w, qcoll__ipc_algo_t algo, qcoll_dtype_t dtype,
       /* Nothing written outside [recv, recv + count). */
       for (size_t b = 0; b < bytes; b++) {
         if (b >= lead && b < lead + count * es) continue;
-        if ((unsigned char)host[b] != GUARD_BYTE) {
+        if ((unsigned char)host[b] != GT_GUARD_BYTE) {
           gt_fail(
               "%s rank %d: byte %zd relative to recvbuf changed to 0x%02x "
               "(outside the output)",
@@ -210,13 +127,12 @@ static void test_exact(world_t *w) {
     for (size_t o = 0; o < 3; o++)
       for (int a = 0; a < 2; a++)
         for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
-          for (size_t p = 0; p < sizeof placements / sizeof placements[0];
-               p++) {
+          for (size_t p = 0; p < gt_placement_count; p++) {
             bool big = counts[c] >= ((size_t)1 << 20);
             if (big && p != 0 && p != 4) continue; /* keep the run short */
             gt_pattern_t pattern = (c + p) % 2 ? GT_SMALL_INTS : GT_MIXED;
             run_case(w, (qcoll__ipc_algo_t)a, dtypes[d], ops[o], counts[c],
-                     &placements[p], pattern, seed++);
+                     &gt_placements[p], pattern, seed++);
           }
   gt_note("N=%d exact results: %s", w->n,
           gt_failures() == before ? "ok" : "FAILED");
@@ -253,7 +169,7 @@ static void test_changing_shapes(world_t *w) {
                               state, w->streams[r]));
   }
   sync_all(w, "changing shapes");
-  check_no_error_words(w, "changing shapes");
+  world_report_error_words(w, "changing shapes");
   gt_check_state_t host;
   GT_CUDA(cudaMemcpy(&host, state, sizeof host, cudaMemcpyDeviceToHost));
   char what[128];
@@ -319,7 +235,7 @@ static void test_graph_replay(world_t *w, qcoll__ipc_algo_t algo, size_t count,
            replays, algo_name(algo), gt_dtype_name(dtype), count);
   sync_all(w, what);
   double dt = gt_now() - t0;
-  check_no_error_words(w, what);
+  world_report_error_words(w, what);
   gt_check_state_t host;
   GT_CUDA(cudaMemcpy(&host, state, sizeof host, cudaMemcpyDeviceToHost));
   if (host.checks != (unsigned long long)replays * (unsigned long long)w->n)
@@ -394,7 +310,7 @@ static void test_missing_peer(world_t *w) {
         "%.2f s)",
         w->n, dt, timeout);
   /* Host abort: rank 0 is told to stop while all but the last rank wait. */
-  reset_state(w);
+  world_reset(w);
   world_set_timeout(w, 60);
   t0 = gt_now();
   for (int r = 0; r < w->n - 1; r++)
@@ -424,7 +340,7 @@ static void test_missing_peer(world_t *w) {
     gt_note("N=%d abort: kernels stopped %.2f s after launch (abort at 0.10 s)",
             w->n, dt);
   for (int r = 0; r < w->n; r++) GT_CUDA(cudaFree(buf[r]));
-  reset_state(w);
+  world_reset(w);
   world_set_timeout(w, 60);
 }
 
@@ -450,26 +366,18 @@ static void test_probe(world_t *w) {
       break;
     }
   GT_CUDA(cudaFree(mismatches));
-  reset_state(w);
+  world_reset(w);
 }
 
 int main(int argc, char **argv) {
   gt_skip_without_gpu("gpu_kernels");
   GT_CUDA(cudaSetDevice(0));
-  int sizes[16], nsizes = 0;
-  for (int i = 1; i < argc && nsizes < 16; i++) sizes[nsizes++] = atoi(argv[i]);
-  if (nsizes == 0) {
-    static const int def[] = {2, 3, 4, 8};
-    for (int i = 0; i < 4; i++) sizes[nsizes++] = def[i];
-  }
+  int sizes[16];
+  int nsizes = world_sizes(argc, argv, 2, sizes, 16);
   for (int i = 0; i < nsizes; i++) {
     int n = sizes[i];
-    if (n < 2 || n > QCOLL_IPC_MAX_RANKS) {
-      gt_fail("world size %d is outside 2..%d", n, QCOLL_IPC_MAX_RANKS);
-      continue;
-    }
     world_t w;
-    world_init(&w, n, 60);
+    world_init(&w, n, IPC_BYTES, 60);
     gt_note("N=%d: grid limit %d blocks per rank, regions of %zu bytes", n,
             w.views[0].max_grid, w.views[0].region_bytes);
     test_probe(&w);

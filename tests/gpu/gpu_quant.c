@@ -37,8 +37,6 @@
 #include "gpu_test.h"
 #include "quant_check.h"
 
-#define GUARD_ELEMS 64
-#define GUARD_BYTE 0x5a
 /* Largest message of the exact cases: the reference runs on every rank. */
 #define MAX_CASE_ELEMS ((size_t)2500000)
 /* Largest message of the graph cases (100 references each). */
@@ -48,21 +46,6 @@
 static const qcoll_quant_t FORMATS[] = {QCOLL_QUANT_INT8, QCOLL_QUANT_INT6,
                                         QCOLL_QUANT_INT4, QCOLL_QUANT_FP8};
 static const qcoll_dtype_t DTYPES[] = {QCOLL_F16, QCOLL_BF16, QCOLL_F32};
-
-typedef struct placement {
-  const char *name;
-  bool in_place;
-  size_t send_offset, recv_offset; /* elements */
-} placement_t;
-
-static const placement_t placements[] = {
-    {"out-of-place aligned", false, 0, 0},
-    {"in-place aligned", true, 0, 0},
-    {"out-of-place send+1 recv+1", false, 1, 1},
-    {"out-of-place recv+1", false, 0, 1},
-    {"in-place +1", true, 1, 1},
-};
-#define PLACEMENTS (sizeof placements / sizeof placements[0])
 
 static qcoll_comm_t comm;
 static cudaStream_t stream;
@@ -134,7 +117,7 @@ static int check_result(const qt_inputs_t *in, qcoll_quant_t fmt,
 /* ---- (a) exact ----------------------------------------------------------- */
 
 static void run_case(qcoll_quant_t fmt, qcoll_dtype_t dtype, size_t count,
-                     const placement_t *pl, qt_data_t kind, uint32_t seed,
+                     const gt_placement_t *pl, qt_data_t kind, uint32_t seed,
                      qcoll_algo_t algo) {
   char what[256];
   snprintf(what, sizeof what, "%s %s count=%zu %s %s algo=%s",
@@ -142,7 +125,7 @@ static void run_case(qcoll_quant_t fmt, qcoll_dtype_t dtype, size_t count,
            kind == QT_DATA_SPECIAL ? "specials" : "generated",
            qcoll_algo_name(algo));
   size_t es = qcoll_dtype_size(dtype);
-  size_t bytes = (count + 2 * GUARD_ELEMS) * es;
+  size_t bytes = (count + 2 * GT_GUARD_ELEMS) * es;
   if (bytes > capacity) {
     gt_fail("%s: needs %zu bytes, test buffers hold %zu", what, bytes,
             capacity);
@@ -154,14 +137,15 @@ static void run_case(qcoll_quant_t fmt, qcoll_dtype_t dtype, size_t count,
     exit(1);
   }
   char *send_base = dev_send, *recv_base = pl->in_place ? dev_send : dev_recv;
-  memset(host_buf, GUARD_BYTE, bytes);
+  memset(host_buf, GT_GUARD_BYTE, bytes);
   gt_upload(recv_base, host_buf, bytes);
   qt_inputs_store(&in, gt_rank,
-                  host_buf + (GUARD_ELEMS + pl->send_offset) * es);
+                  host_buf + (GT_GUARD_ELEMS + pl->send_offset) * es);
   gt_upload(send_base, host_buf, bytes);
   size_t recv_lead =
-      (GUARD_ELEMS + (pl->in_place ? pl->send_offset : pl->recv_offset)) * es;
-  const void *send = send_base + (GUARD_ELEMS + pl->send_offset) * es;
+      (GT_GUARD_ELEMS + (pl->in_place ? pl->send_offset : pl->recv_offset)) *
+      es;
+  const void *send = send_base + (GT_GUARD_ELEMS + pl->send_offset) * es;
   void *recv = recv_base + recv_lead;
 
   qcoll_status_t st =
@@ -177,7 +161,7 @@ static void run_case(qcoll_quant_t fmt, qcoll_dtype_t dtype, size_t count,
   if (!pl->in_place) {
     for (size_t b = 0; b < bytes; b++) {
       if (b >= recv_lead && b < recv_lead + count * es) continue;
-      if ((unsigned char)host_buf[b] != GUARD_BYTE) {
+      if ((unsigned char)host_buf[b] != GT_GUARD_BYTE) {
         gt_fail(
             "%s: byte %lld relative to recvbuf changed to 0x%02x "
             "(outside the output)",
@@ -219,7 +203,7 @@ static void test_exact(void) {
             counts[c] >= 160 && c % 2 == 1 ? QT_DATA_SPECIAL : QT_DATA_GEN;
         if (counts[c] == 100003) kind = QT_DATA_SPECIAL;
         run_case(FORMATS[f], DTYPES[d], counts[c],
-                 &placements[(f + d + c) % PLACEMENTS], kind, seed++,
+                 &gt_placements[(f + d + c) % gt_placement_count], kind, seed++,
                  c % 2 ? QCOLL_ALGO_AUTO : QCOLL_ALGO_TWOSHOT);
         cases++;
       }
@@ -257,7 +241,7 @@ static void test_refused(void) {
                                 QCOLL_QUANT_INT4, QCOLL_ALGO_ONESHOT),
                      "int4 sum forced one-shot");
   /* Nothing was enqueued, and the communicator still works. */
-  run_case(QCOLL_QUANT_INT4, QCOLL_F16, 1000, &placements[0], QT_DATA_GEN, 5,
+  run_case(QCOLL_QUANT_INT4, QCOLL_F16, 1000, &gt_placements[0], QT_DATA_GEN, 5,
            QCOLL_ALGO_TWOSHOT);
   gt_note("(b) refused: %d failure(s)", gt_failures() - before);
 }
@@ -475,7 +459,7 @@ int main(void) {
   comm = gt_init();
   GT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   ipc_bytes = ipc_bytes_setting();
-  capacity = (MAX_CASE_ELEMS + 2 * GUARD_ELEMS) * 4;
+  capacity = (MAX_CASE_ELEMS + 2 * GT_GUARD_ELEMS) * 4;
   GT_CUDA(cudaMalloc((void **)&dev_send, capacity));
   GT_CUDA(cudaMalloc((void **)&dev_recv, capacity));
   host_buf = malloc(capacity);
@@ -489,7 +473,7 @@ int main(void) {
 
   /* Forced two-shot first: if the IPC path cannot serve, this stops here
    * with the reason instead of every later case failing. */
-  run_case(QCOLL_QUANT_INT8, QCOLL_F16, 4096, &placements[0], QT_DATA_GEN, 1,
+  run_case(QCOLL_QUANT_INT8, QCOLL_F16, 4096, &gt_placements[0], QT_DATA_GEN, 1,
            QCOLL_ALGO_TWOSHOT);
   test_refused();
   test_exact();

@@ -23,46 +23,17 @@
 #include "coll/codec.h"
 #include "coll/cuda/launch.h"
 #include "gpu_test.h"
+#include "ipc_world.h"
 #include "quant_check.h"
 
 /* Small buffers: messages of a few hundred thousand elements need several
  * launches. */
 #define IPC_BYTES (512u << 10)
-#define GUARD_ELEMS 64
-#define GUARD_BYTE 0x5a
 #define REPLAYS 100
 
 static const qcoll_quant_t FORMATS[] = {QCOLL_QUANT_INT8, QCOLL_QUANT_INT6,
                                         QCOLL_QUANT_INT4, QCOLL_QUANT_FP8};
 static const qcoll_dtype_t DTYPES[] = {QCOLL_F16, QCOLL_BF16, QCOLL_F32};
-
-typedef struct world {
-  int n;
-  int full_grid; /* the residency limit */
-  char *buffers[QCOLL_IPC_MAX_RANKS];
-  unsigned long long
-      *words[QCOLL_IPC_MAX_RANKS]; /* host-mapped: error, abort */
-  cudaStream_t streams[QCOLL_IPC_MAX_RANKS];
-  qcoll__ipc_view_t views[QCOLL_IPC_MAX_RANKS];
-} world_t;
-
-static void reset_state(world_t *w) {
-  for (int r = 0; r < w->n; r++) {
-    GT_CUDA(cudaMemset(w->buffers[r], 0, QCOLL_IPC_HEADER_BYTES));
-    w->words[r][0] = 0;
-    w->words[r][1] = 0;
-  }
-  GT_CUDA(cudaDeviceSynchronize());
-}
-
-static void set_grid_limit(world_t *w, int limit) {
-  for (int r = 0; r < w->n; r++) w->views[r].max_grid = limit;
-}
-
-static void set_timeout(world_t *w, double seconds) {
-  for (int r = 0; r < w->n; r++)
-    w->views[r].timeout_ns = (unsigned long long)(seconds * 1e9);
-}
 
 /* Deadline of a waiting kernel: QCOLL_TEST_KERNEL_TIMEOUT seconds, default
  * 10 (every case finishes in well under a second when nothing is wrong). */
@@ -70,44 +41,6 @@ static double kernel_timeout_s(void) {
   const char *v = getenv("QCOLL_TEST_KERNEL_TIMEOUT");
   double s = v && *v ? atof(v) : 10.0;
   return s > 0 ? s : 10.0;
-}
-
-static void world_init(world_t *w, int n) {
-  memset(w, 0, sizeof *w);
-  w->n = n;
-  int resident = 0;
-  GT_CUDA(qcoll__cuda_all_reduce_resident_blocks(&resident));
-  w->full_grid = resident / n;
-  if (w->full_grid > QCOLL_IPC_MAX_BLOCKS) w->full_grid = QCOLL_IPC_MAX_BLOCKS;
-  for (int r = 0; r < n; r++) {
-    GT_CUDA(cudaMalloc((void **)&w->buffers[r], IPC_BYTES));
-    GT_CUDA(cudaHostAlloc((void **)&w->words[r], 2 * sizeof(unsigned long long),
-                          cudaHostAllocMapped));
-    GT_CUDA(cudaStreamCreateWithFlags(&w->streams[r], cudaStreamNonBlocking));
-  }
-  for (int r = 0; r < n; r++) {
-    qcoll__ipc_view_t *v = &w->views[r];
-    for (int p = 0; p < n; p++) v->bases[p] = w->buffers[p];
-    unsigned long long *dev_words = NULL;
-    GT_CUDA(cudaHostGetDevicePointer((void **)&dev_words, w->words[r], 0));
-    v->error_word = dev_words;
-    v->host_abort = dev_words + 1;
-    v->region_bytes = qcoll__ipc_region_bytes(IPC_BYTES);
-    v->rank = r;
-    v->nranks = n;
-  }
-  set_grid_limit(w, w->full_grid);
-  set_timeout(w, kernel_timeout_s());
-  reset_state(w);
-}
-
-static void world_free(world_t *w) {
-  GT_CUDA(cudaDeviceSynchronize());
-  for (int r = 0; r < w->n; r++) {
-    GT_CUDA(cudaFree(w->buffers[r]));
-    GT_CUDA(cudaFreeHost(w->words[r]));
-    GT_CUDA(cudaStreamDestroy(w->streams[r]));
-  }
 }
 
 /* After a failed launch: every rank's epoch counters and phase-0/1 flags of
@@ -137,16 +70,9 @@ static void dump_sync_state(world_t *w) {
 
 static void sync_all(world_t *w, const char *what) {
   for (int r = 0; r < w->n; r++) gt_wait_stream(w->streams[r], 120, what);
-  bool failed = false;
-  for (int r = 0; r < w->n; r++)
-    if (w->words[r][0]) {
-      gt_fail("%s: rank %d raised error word 0x%016llx", what, r,
-              w->words[r][0]);
-      failed = true;
-    }
-  if (failed) {
+  if (world_report_error_words(w, what)) {
     dump_sync_state(w);
-    reset_state(w); /* the next case starts clean */
+    world_reset(w); /* the next case starts clean */
   }
 }
 
@@ -188,7 +114,7 @@ static void check_outputs(world_t *w, const qt_inputs_t *in, qcoll_quant_t fmt,
                           char *const *recv_base, size_t lead, bool guards,
                           const char *what) {
   size_t es = gt_dtype_size(in->dtype);
-  size_t bytes = (in->count + 2 * GUARD_ELEMS) * es;
+  size_t bytes = (in->count + 2 * GT_GUARD_ELEMS) * es;
   char *host = malloc(bytes), *expected = malloc(in->count * es + 4);
   if (!host || !expected || qt_expected(in, fmt, expected)) exit(1);
   for (int r = 0; r < w->n; r++) {
@@ -204,7 +130,7 @@ static void check_outputs(world_t *w, const qt_inputs_t *in, qcoll_quant_t fmt,
     if (!guards) continue;
     for (size_t b = 0; b < bytes; b++) {
       if (b >= lead && b < lead + in->count * es) continue;
-      if ((unsigned char)host[b] != GUARD_BYTE) {
+      if ((unsigned char)host[b] != GT_GUARD_BYTE) {
         gt_fail("%s: byte %lld relative to recvbuf changed to 0x%02x", label,
                 (long long)b - (long long)lead, (unsigned char)host[b]);
         break;
@@ -226,8 +152,8 @@ static void run_case(world_t *w, qcoll_quant_t fmt, qcoll_dtype_t dtype,
            w->views[0].max_grid, in_place ? "in-place" : "out-of-place", offset,
            kind == QT_DATA_SPECIAL ? "specials" : "generated");
   size_t es = gt_dtype_size(dtype);
-  size_t bytes = (count + 2 * GUARD_ELEMS) * es;
-  size_t lead = (GUARD_ELEMS + offset) * es;
+  size_t bytes = (count + 2 * GT_GUARD_ELEMS) * es;
+  size_t lead = (GT_GUARD_ELEMS + offset) * es;
   qt_inputs_t in;
   if (qt_inputs_make(&in, w->n, count, dtype, seed, kind)) exit(1);
   char *host = malloc(bytes), *send[QCOLL_IPC_MAX_RANKS],
@@ -237,7 +163,7 @@ static void run_case(world_t *w, qcoll_quant_t fmt, qcoll_dtype_t dtype,
     GT_CUDA(cudaMalloc((void **)&send[r], bytes));
     recv[r] = send[r];
     if (!in_place) GT_CUDA(cudaMalloc((void **)&recv[r], bytes));
-    memset(host, GUARD_BYTE, bytes);
+    memset(host, GT_GUARD_BYTE, bytes);
     gt_upload(recv[r], host, bytes);
     qt_inputs_store(&in, r, host + lead);
     gt_upload(send[r], host, bytes);
@@ -266,7 +192,7 @@ static void test_exact(world_t *w) {
                                5000, chunk + 45, 2 * chunk + 3};
       for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
         int limit = limits[(f + d + c) % 3];
-        set_grid_limit(w, limit);
+        world_set_grid_limit(w, limit);
         run_case(w, FORMATS[f], DTYPES[d], counts[c], (c + d) % 2 == 1,
                  (c + f) % 3 == 2 ? 1 : 0,
                  counts[c] >= 160 && c % 2 ? QT_DATA_SPECIAL : QT_DATA_GEN,
@@ -275,7 +201,7 @@ static void test_exact(world_t *w) {
       }
     }
   }
-  set_grid_limit(w, w->full_grid);
+  world_set_grid_limit(w, w->full_grid);
   gt_note("N=%d exact: %d cases %s", w->n, cases,
           gt_failures() == before ? "ok" : "FAILED");
 }
@@ -294,7 +220,7 @@ static void test_mixed(world_t *w) {
   if (!host || !expected) exit(1);
   for (int r = 0; r < w->n; r++) {
     GT_CUDA(cudaMalloc((void **)&qsend[r], qn * 4));
-    GT_CUDA(cudaMalloc((void **)&qrecv[r], (qn + 2 * GUARD_ELEMS) * 4));
+    GT_CUDA(cudaMalloc((void **)&qrecv[r], (qn + 2 * GT_GUARD_ELEMS) * 4));
     GT_CUDA(cudaMalloc((void **)&usend[r], un * 4));
     GT_CUDA(cudaMalloc((void **)&urecv[r], un * 4));
     qt_inputs_store(&in, r, host);
@@ -309,20 +235,22 @@ static void test_mixed(world_t *w) {
       qcoll__cuda_all_reduce_chunk_elems(&w->views[0], QCOLL_F32);
   char *const *qs = (char *const *)qsend, *const *qr = (char *const *)qrecv;
   for (int k = 0; k < rounds; k++) {
-    quant_all(w, qs, 0, qr, GUARD_ELEMS * 4, qn, QCOLL_F32, QCOLL_QUANT_INT6);
+    quant_all(w, qs, 0, qr, GT_GUARD_ELEMS * 4, qn, QCOLL_F32,
+              QCOLL_QUANT_INT6);
     for (size_t off = 0; off < un; off += chunk)
       for (int r = 0; r < w->n; r++)
         GT_CUDA(qcoll__cuda_all_reduce_launch(
             &w->views[r], k % 2 ? QCOLL_IPC_TWOSHOT : QCOLL_IPC_ONESHOT,
             usend[r] + off, urecv[r] + off, un - off < chunk ? un - off : chunk,
             QCOLL_F32, QCOLL_SUM, w->streams[r]));
-    quant_all(w, qs, 0, qr, GUARD_ELEMS * 4, qn, QCOLL_F32, QCOLL_QUANT_INT6);
+    quant_all(w, qs, 0, qr, GT_GUARD_ELEMS * 4, qn, QCOLL_F32,
+              QCOLL_QUANT_INT6);
   }
   sync_all(w, "mixed launches");
   char what[128];
   snprintf(what, sizeof what, "N=%d mixed launches, quantised int6 f32", w->n);
-  check_outputs(w, &in, QCOLL_QUANT_INT6, (char *const *)qrecv, GUARD_ELEMS * 4,
-                false, what);
+  check_outputs(w, &in, QCOLL_QUANT_INT6, (char *const *)qrecv,
+                GT_GUARD_ELEMS * 4, false, what);
   for (int r = 0; r < w->n; r++) {
     GT_CUDA(cudaMemcpy(host, urecv[r], un * 4, cudaMemcpyDeviceToHost));
     snprintf(what, sizeof what, "N=%d mixed launches, unquantised rank %d",
@@ -423,7 +351,7 @@ static void test_missing_peer(world_t *w) {
   for (int r = 0; r < w->n; r++)
     GT_CUDA(cudaMalloc((void **)&buf[r], count * sizeof(float)));
   GT_CUDA(cudaDeviceSynchronize());
-  set_timeout(w, timeout);
+  world_set_timeout(w, timeout);
   double t0 = gt_now();
   for (int r = 0; r < w->n - 1; r++)
     GT_CUDA(qcoll__cuda_all_reduce_quant_launch(
@@ -459,27 +387,19 @@ static void test_missing_peer(world_t *w) {
         "%.2f s (deadline %.2f s)",
         w->n, dt, timeout);
   for (int r = 0; r < w->n; r++) GT_CUDA(cudaFree(buf[r]));
-  set_timeout(w, kernel_timeout_s());
-  reset_state(w);
+  world_set_timeout(w, kernel_timeout_s());
+  world_reset(w);
 }
 
 int main(int argc, char **argv) {
   gt_skip_without_gpu("gpu_quant_kernels");
   GT_CUDA(cudaSetDevice(0));
-  int sizes[16], nsizes = 0;
-  for (int i = 1; i < argc && nsizes < 16; i++) sizes[nsizes++] = atoi(argv[i]);
-  if (nsizes == 0) {
-    static const int def[] = {2, 3, 4, 8};
-    for (int i = 0; i < 4; i++) sizes[nsizes++] = def[i];
-  }
+  int sizes[16];
+  int nsizes = world_sizes(argc, argv, 1, sizes, 16);
   for (int i = 0; i < nsizes; i++) {
     int n = sizes[i];
-    if (n < 1 || n > QCOLL_IPC_MAX_RANKS) {
-      gt_fail("world size %d is outside 1..%d", n, QCOLL_IPC_MAX_RANKS);
-      continue;
-    }
     world_t w;
-    world_init(&w, n);
+    world_init(&w, n, IPC_BYTES, kernel_timeout_s());
     gt_note(
         "N=%d: grid limit %d blocks per rank, regions of %zu bytes, int8 "
         "chunks of %zu elements",

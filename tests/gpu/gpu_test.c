@@ -97,6 +97,16 @@ void gt_skip_without_gpu(const char *prog) {
   }
 }
 
+const gt_placement_t gt_placements[] = {
+    {"out-of-place aligned", false, 0, 0},
+    {"out-of-place send+1 recv+1", false, 1, 1},
+    {"out-of-place recv+1", false, 0, 1},
+    {"in-place aligned", true, 0, 0},
+    {"in-place +1", true, 1, 1},
+};
+const size_t gt_placement_count =
+    sizeof gt_placements / sizeof gt_placements[0];
+
 /* ---- data ------------------------------------------------------------- */
 
 static uint32_t mix32(uint32_t x) {

@@ -79,6 +79,20 @@ void gt_upload(void *dst, const void *src, size_t bytes);
 void gt_wait_stream(cudaStream_t stream, double seconds, const char *what);
 double gt_now(void);
 
+/* Where the buffers of an all-reduce case lie: in or out of place, and how
+ * many elements send and recv sit past a 16-byte boundary. */
+typedef struct gt_placement {
+  const char *name;
+  bool in_place;
+  size_t send_offset, recv_offset; /* elements */
+} gt_placement_t;
+extern const gt_placement_t gt_placements[];
+extern const size_t gt_placement_count;
+/* Elements of guard before and after an output, filled with this byte: a
+ * kernel that writes outside its output changes them. */
+#define GT_GUARD_ELEMS 64
+#define GT_GUARD_BYTE 0x5a
+
 /* ---- test data and the CPU reference --------------------------------- */
 
 typedef enum gt_pattern {

@@ -236,6 +236,14 @@ __device__ __forceinline__ void pack_range(size_t packs, size_t *begin,
   *end = b + per_block < packs ? b + per_block : packs;
 }
 
+/* This block's range [begin, end) of the packs of `len` elements of W. */
+template <typename W>
+__device__ __forceinline__ void elem_pack_range(size_t len, size_t *begin,
+                                                size_t *end) {
+  constexpr size_t E = kPack / sizeof(W);
+  pack_range((len + E - 1) / E, begin, end);
+}
+
 template <typename W>
 __device__ __forceinline__ bool pack_aligned(const W *p) {
   return (reinterpret_cast<uintptr_t>(p) % kPack) == 0;
@@ -345,6 +353,19 @@ __device__ __forceinline__ uint4 *region_packs(const BlockState *s, int owner,
   return reinterpret_cast<uint4 *>(s->bases[owner] + offset);
 }
 
+/* The block for each peer q (at send + q * count + offset) into sub-block
+ * q of my region at byte `off` (sub-blocks of `sub` bytes): the first phase
+ * of reduce-scatter and all-to-all. */
+template <typename W>
+__device__ __forceinline__ void copy_in_per_peer(
+    const BlockState *s, const qcoll__ipc_view_t &v,
+    const qcoll__ipc_coll_args_t &a, const W *send, size_t off, size_t sub,
+    size_t begin, size_t end) {
+  for (int q = 0; q < v.nranks; q++)
+    copy_in(region_packs<W>(s, v.rank, off + (size_t)q * sub),
+            send + (size_t)q * a.count + a.offset, a.len, begin, end);
+}
+
 /* ---- collective kernels -------------------------------------------------- */
 
 #define QCOLL_KERNEL \
@@ -354,12 +375,10 @@ __device__ __forceinline__ uint4 *region_packs(const BlockState *s, int owner,
 template <typename D, int OP>
 QCOLL_KERNEL reduce_kernel(qcoll__ipc_view_t v, qcoll__ipc_coll_args_t a) {
   using S = typename D::S;
-  constexpr int E = kPack / sizeof(S);
   __shared__ BlockState s;
   block_begin(v, &s);
-  const size_t packs = (a.len + E - 1) / E;
   size_t begin, end;
-  pack_range(packs, &begin, &end);
+  elem_pack_range<S>(a.len, &begin, &end);
   const size_t range = end - begin;
   const int n = v.nranks;
   const size_t in_off = region_offset(v, 0), out_off = region_offset(v, 1);
@@ -395,20 +414,16 @@ template <typename D, int OP>
 QCOLL_KERNEL reduce_scatter_kernel(qcoll__ipc_view_t v,
                                    qcoll__ipc_coll_args_t a) {
   using S = typename D::S;
-  constexpr int E = kPack / sizeof(S);
   __shared__ BlockState s;
   block_begin(v, &s);
-  const size_t packs = (a.len + E - 1) / E;
   size_t begin, end;
-  pack_range(packs, &begin, &end);
+  elem_pack_range<S>(a.len, &begin, &end);
   const int n = v.nranks;
   const size_t in_off = region_offset(v, 0);
   const size_t sub = sub_block_bytes(v.region_bytes, n);
   const S *send = static_cast<const S *>(a.send);
 
-  for (int q = 0; q < n; q++)
-    copy_in(region_packs<S>(&s, v.rank, in_off + (size_t)q * sub),
-            send + (size_t)q * a.count + a.offset, a.len, begin, end);
+  copy_in_per_peer(&s, v, a, send, in_off, sub, begin, end);
   if (!block_barrier(v, 0, &s)) return;
 
   S *recv = static_cast<S *>(a.recv) + a.offset;
@@ -424,12 +439,10 @@ QCOLL_KERNEL reduce_scatter_kernel(qcoll__ipc_view_t v,
  * copied). */
 template <typename W>
 QCOLL_KERNEL broadcast_kernel(qcoll__ipc_view_t v, qcoll__ipc_coll_args_t a) {
-  constexpr int E = kPack / sizeof(W);
   __shared__ BlockState s;
   block_begin(v, &s);
-  const size_t packs = (a.len + E - 1) / E;
   size_t begin, end;
-  pack_range(packs, &begin, &end);
+  elem_pack_range<W>(a.len, &begin, &end);
   const size_t off = region_offset(v, 0);
   W *recv = static_cast<W *>(a.recv) + a.offset;
 
@@ -453,12 +466,10 @@ QCOLL_KERNEL broadcast_kernel(qcoll__ipc_view_t v, qcoll__ipc_coll_args_t a) {
 
 template <typename W>
 QCOLL_KERNEL all_gather_kernel(qcoll__ipc_view_t v, qcoll__ipc_coll_args_t a) {
-  constexpr int E = kPack / sizeof(W);
   __shared__ BlockState s;
   block_begin(v, &s);
-  const size_t packs = (a.len + E - 1) / E;
   size_t begin, end;
-  pack_range(packs, &begin, &end);
+  elem_pack_range<W>(a.len, &begin, &end);
   const int n = v.nranks;
   const size_t off = region_offset(v, 0);
   const W *send = static_cast<const W *>(a.send) + a.offset;
@@ -477,20 +488,16 @@ QCOLL_KERNEL all_gather_kernel(qcoll__ipc_view_t v, qcoll__ipc_coll_args_t a) {
 
 template <typename W>
 QCOLL_KERNEL all_to_all_kernel(qcoll__ipc_view_t v, qcoll__ipc_coll_args_t a) {
-  constexpr int E = kPack / sizeof(W);
   __shared__ BlockState s;
   block_begin(v, &s);
-  const size_t packs = (a.len + E - 1) / E;
   size_t begin, end;
-  pack_range(packs, &begin, &end);
+  elem_pack_range<W>(a.len, &begin, &end);
   const int n = v.nranks;
   const size_t off = region_offset(v, 0);
   const size_t sub = sub_block_bytes(v.region_bytes, n);
   const W *send = static_cast<const W *>(a.send);
 
-  for (int q = 0; q < n; q++)
-    copy_in(region_packs<W>(&s, v.rank, off + (size_t)q * sub),
-            send + (size_t)q * a.count + a.offset, a.len, begin, end);
+  copy_in_per_peer(&s, v, a, send, off, sub, begin, end);
   if (!block_barrier(v, 0, &s)) return;
   for (int k = 0; k < n; k++) {
     int q = (v.rank + k) % n;
