@@ -28,6 +28,10 @@
 
 #include "qcoll.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum ref_acc { REF_ACC_F16, REF_ACC_BF16 } ref_acc_t;
 
 /* First value and length of rank r's segment of n values over nranks. */
@@ -47,5 +51,9 @@ void ref_scheme_exact(int nranks, size_t n, const float *const *in,
 
 /* Round an f32 to f16 or bf16 and back (nearest even). */
 float ref_round_acc(ref_acc_t acc, float x);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -44,10 +44,14 @@
  * launch, and the same as the CPU model on the whole message.
  *
  * One group per warp: lane i holds value i (codec.h "One group per warp").
- * Encoded groups are staged in shared memory and moved as 32-bit words
- * (every group size is a multiple of 4 and every slot 16-byte aligned):
- * remote writes are a few coalesced words rather than bytes, and all reads
- * of data that peers wrote are L2 loads (__ldcg) into the stage, never L1.
+ * A warp works on a batch of groups at a time (kBatch in phases 1 and 3),
+ * issuing every load of the batch before using the first, so that memory
+ * latency is paid once per batch; the order of the arithmetic within each
+ * group is unchanged.  Encoded groups are staged in shared memory and moved
+ * as 32-bit words (every group size is a multiple of 4 and every slot
+ * 16-byte aligned): remote writes are a few coalesced words rather than
+ * bytes, and all reads of data that peers wrote are L2 loads (__ldcg) into
+ * the stage, never L1.
  *
  * Synchronisation protocol: exactly that of allreduce.cu (ipc_sync.cuh): a
  * per-block epoch in device memory advanced by the kernel, release/acquire
@@ -83,13 +87,22 @@ namespace {
 
 constexpr int kWarps = kThreads / 32;
 constexpr int kGroupWords = QCOLL_CODEC_MAX_GROUP_BYTES / 4;
+/* Groups a warp has in flight at once: their loads are all issued before
+ * the first is used, so memory latency is paid once per batch rather than
+ * once per group (phases 1 and 3: one group each; phase 2: n each). */
+constexpr int kBatch = 4;
+constexpr int kReduceBatch = 1;
 
-/* One warp's staging area: the n encoded contributions of a group (phase 2)
- * or the one group being moved (phases 1 and 3), and the group it encodes. */
+/* One warp's staging area: the encoded groups it loaded (phase 3: one per
+ * group of the batch; phase 2: n contributions per group) and the groups it
+ * encodes (phases 1 and 2). */
 struct WarpStage {
-  uint32_t in[QCOLL_IPC_MAX_RANKS][kGroupWords];
-  uint32_t out[kGroupWords];
+  uint32_t in[kReduceBatch * QCOLL_IPC_MAX_RANKS][kGroupWords];
+  uint32_t out[kBatch][kGroupWords];
 };
+static_assert(kReduceBatch * QCOLL_IPC_MAX_RANKS >= kBatch,
+              "phase 3 stages one group per row");
+static_assert(kReduceBatch <= kBatch, "phase 2 encodes into out[]");
 
 /* ---- element types: exact to f32, one rounding back ------------------- */
 
@@ -145,6 +158,12 @@ __device__ __forceinline__ void my_piece(size_t groups, int nranks, int owner,
 
 /* ---- the three phases --------------------------------------------------- */
 
+/* Group u of the batch starting at g0 (warps interleave: warp w handles
+ * groups begin + w, begin + w + kWarps, ...). */
+__device__ __forceinline__ size_t batch_group(size_t g0, int u) {
+  return g0 + (size_t)u * kWarps;
+}
+
 /* Phase 1: my piece of every segment, encoded, into its owner's region 0
  * (slot: my rank).  Owners are visited starting after me, so that ranks do
  * not all write to the same owner at once. */
@@ -157,21 +176,34 @@ __device__ __forceinline__ void encode_parts(const qcoll__ipc_view_t &v,
   const uint32_t gb = qcoll__codec_group_bytes(fmt);
   const int words = (int)(gb / 4);
   const size_t groups = qcoll__codec_groups(count);
-  uint8_t *stage = reinterpret_cast<uint8_t *>(st->out);
   for (int k = 0; k < v.nranks; k++) {
     const int owner = (v.rank + 1 + k) % v.nranks;
     size_t seg_begin, begin, end;
     my_piece(groups, v.nranks, owner, &seg_begin, &begin, &end);
     uint32_t *dst = slot_words(v, s, owner, 0, v.rank);
-    for (size_t g = begin + warp; g < end; g += kWarps) {
-      const size_t i = g * QCOLL_CODEC_GROUP + lane;
-      const float x = i < count ? QElem<T>::to_f32(send[i]) : 0.0f;
-      qcoll__codec_warp_encode(fmt, x, lane, stage);
+    for (size_t g0 = begin + warp; g0 < end; g0 += (size_t)kWarps * kBatch) {
+      float x[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; u++) {
+        const size_t g = batch_group(g0, u);
+        const size_t i = g * QCOLL_CODEC_GROUP + lane;
+        x[u] = g < end && i < count ? QElem<T>::to_f32(send[i]) : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; u++)
+        if (batch_group(g0, u) < end) /* the same for the whole warp */
+          qcoll__codec_warp_encode(fmt, x[u], lane,
+                                   reinterpret_cast<uint8_t *>(st->out[u]));
       __syncwarp();
       if (lane < words)
-        dst[qcoll__qlayout_group_offset(g, seg_begin, gb) / 4 + lane] =
-            st->out[lane];
-      __syncwarp(); /* the stage is rewritten by the next group */
+#pragma unroll
+        for (int u = 0; u < kBatch; u++) {
+          const size_t g = batch_group(g0, u);
+          if (g < end)
+            dst[qcoll__qlayout_group_offset(g, seg_begin, gb) / 4 + lane] =
+                st->out[u][lane];
+        }
+      __syncwarp(); /* the stage is rewritten by the next batch */
     }
   }
 }
@@ -193,37 +225,58 @@ __device__ __forceinline__ void reduce_segment(const qcoll__ipc_view_t &v,
   size_t seg_begin, begin, end;
   my_piece(groups, n, v.rank, &seg_begin, &begin, &end);
   const uint32_t *in = slot_words(v, s, v.rank, 0, 0);
-  for (size_t g = begin + warp; g < end; g += kWarps) {
-    const size_t at = qcoll__qlayout_group_offset(g, seg_begin, gb) / 4;
+  for (size_t g0 = begin + warp; g0 < end;
+       g0 += (size_t)kWarps * kReduceBatch) {
     if (lane < words) {
-      /* Every load in flight before the first store to the stage. */
-      uint32_t w[QCOLL_IPC_MAX_RANKS];
+      /* Every load of the batch in flight before the first store to the
+       * stage. */
+      uint32_t w[kReduceBatch][QCOLL_IPC_MAX_RANKS];
 #pragma unroll
-      for (int p = 0; p < QCOLL_IPC_MAX_RANKS; p++)
-        if (p < n) w[p] = __ldcg(in + (size_t)p * slot_words_n + at + lane);
+      for (int u = 0; u < kReduceBatch; u++) {
+        const size_t g = batch_group(g0, u);
+        const size_t at = qcoll__qlayout_group_offset(g, seg_begin, gb) / 4;
 #pragma unroll
-      for (int p = 0; p < QCOLL_IPC_MAX_RANKS; p++)
-        if (p < n) st->in[p][lane] = w[p];
-    }
-    __syncwarp();
-    float acc = qcoll__codec_warp_decode(
-        fmt, reinterpret_cast<const uint8_t *>(st->in[0]), lane);
-    for (int p = 1; p < n; p++)
-      acc = __fadd_rn(
-          acc, qcoll__codec_warp_decode(
-                   fmt, reinterpret_cast<const uint8_t *>(st->in[p]), lane));
-    if (g * QCOLL_CODEC_GROUP + lane >= count) acc = 0.0f; /* padding */
-    qcoll__codec_warp_encode(fmt, acc, lane,
-                             reinterpret_cast<uint8_t *>(st->out));
-    __syncwarp();
-    if (lane < words) {
-      const uint32_t word = st->out[lane];
-      for (int k = 0; k < n; k++) {
-        const int q = (v.rank + 1 + k) % n;
-        slot_words(v, s, q, 1, v.rank)[at + lane] = word;
+        for (int p = 0; p < QCOLL_IPC_MAX_RANKS; p++)
+          if (p < n && g < end)
+            w[u][p] = __ldcg(in + (size_t)p * slot_words_n + at + lane);
       }
+#pragma unroll
+      for (int u = 0; u < kReduceBatch; u++)
+#pragma unroll
+        for (int p = 0; p < QCOLL_IPC_MAX_RANKS; p++)
+          if (p < n && batch_group(g0, u) < end)
+            st->in[u * n + p][lane] = w[u][p];
     }
-    __syncwarp(); /* the stage is rewritten by the next group */
+    __syncwarp();
+#pragma unroll
+    for (int u = 0; u < kReduceBatch; u++) {
+      const size_t g = batch_group(g0, u);
+      if (g >= end) break; /* the same for the whole warp */
+      float acc = qcoll__codec_warp_decode(
+          fmt, reinterpret_cast<const uint8_t *>(st->in[u * n]), lane);
+      for (int p = 1; p < n; p++)
+        acc = __fadd_rn(
+            acc, qcoll__codec_warp_decode(
+                     fmt, reinterpret_cast<const uint8_t *>(st->in[u * n + p]),
+                     lane));
+      if (g * QCOLL_CODEC_GROUP + lane >= count) acc = 0.0f; /* padding */
+      qcoll__codec_warp_encode(fmt, acc, lane,
+                               reinterpret_cast<uint8_t *>(st->out[u]));
+    }
+    __syncwarp();
+    if (lane < words)
+#pragma unroll
+      for (int u = 0; u < kReduceBatch; u++) {
+        const size_t g = batch_group(g0, u);
+        if (g >= end) break;
+        const size_t at = qcoll__qlayout_group_offset(g, seg_begin, gb) / 4;
+        const uint32_t word = st->out[u][lane];
+        for (int k = 0; k < n; k++) {
+          const int q = (v.rank + 1 + k) % n;
+          slot_words(v, s, q, 1, v.rank)[at + lane] = word;
+        }
+      }
+    __syncwarp(); /* the stage is rewritten by the next batch */
   }
 }
 
@@ -241,16 +294,35 @@ __device__ __forceinline__ void decode_all(const qcoll__ipc_view_t &v,
     size_t seg_begin, begin, end;
     my_piece(groups, v.nranks, owner, &seg_begin, &begin, &end);
     const uint32_t *src = slot_words(v, s, v.rank, 1, owner);
-    for (size_t g = begin + warp; g < end; g += kWarps) {
-      if (lane < words)
-        st->in[0][lane] = __ldcg(
-            src + qcoll__qlayout_group_offset(g, seg_begin, gb) / 4 + lane);
+    for (size_t g0 = begin + warp; g0 < end; g0 += (size_t)kWarps * kBatch) {
+      if (lane < words) {
+        uint32_t w[kBatch];
+#pragma unroll
+        for (int u = 0; u < kBatch; u++) {
+          const size_t g = batch_group(g0, u);
+          w[u] =
+              g < end
+                  ? __ldcg(src +
+                           qcoll__qlayout_group_offset(g, seg_begin, gb) / 4 +
+                           lane)
+                  : 0u;
+        }
+#pragma unroll
+        for (int u = 0; u < kBatch; u++) st->in[u][lane] = w[u];
+      }
       __syncwarp();
-      const float y = qcoll__codec_warp_decode(
-          fmt, reinterpret_cast<const uint8_t *>(st->in[0]), lane);
-      __syncwarp(); /* the stage is rewritten by the next group */
-      const size_t i = g * QCOLL_CODEC_GROUP + lane;
-      if (i < count) recv[i] = QElem<T>::from_f32(y);
+      float y[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; u++)
+        y[u] = qcoll__codec_warp_decode(
+            fmt, reinterpret_cast<const uint8_t *>(st->in[u]), lane);
+      __syncwarp(); /* the stage is rewritten by the next batch */
+#pragma unroll
+      for (int u = 0; u < kBatch; u++) {
+        const size_t i = batch_group(g0, u) * QCOLL_CODEC_GROUP + lane;
+        if (batch_group(g0, u) < end && i < count)
+          recv[i] = QElem<T>::from_f32(y[u]);
+      }
     }
   }
 }

@@ -21,21 +21,12 @@
  *   coll_emu [full] [N...]   world sizes (default 2 3); "full": every
  *                            placement for every count
  */
-#include <ucontext.h>
-
 #include <atomic>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
-#include <functional>
-#include <memory>
-#include <mutex>
 #include <random>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include "emu_status.h"
 
@@ -53,129 +44,8 @@ extern "C" void qcoll__reduce_ranks(void *dst, const void *const *srcs,
                                     qcoll_dtype_t dtype, qcoll_op_t op,
                                     int avg_divisor);
 
-thread_local emu_idx threadIdx, blockIdx, blockDim, gridDim;
-
 static const unsigned EMU_THREADS = 8;
-static const size_t STACK = 128 * 1024;
-
-struct Coro {
-  ucontext_t ctx;
-  std::unique_ptr<char[]> stack; /* not zeroed: touched pages only */
-  bool done = false, at_barrier = false;
-};
-static thread_local std::vector<Coro> *coros;
-static thread_local ucontext_t sched_ctx;
-static thread_local int current;
-static thread_local const std::function<void()> *body;
-static thread_local unsigned spin_count;
-
-static void coro_entry() {
-  (*body)();
-  (*coros)[current].done = true;
-}
-
-void emu_syncthreads() {
-  (*coros)[current].at_barrier = true;
-  swapcontext(&(*coros)[current].ctx, &sched_ctx);
-}
-void emu_yield() {
-  swapcontext(&(*coros)[current].ctx, &sched_ctx);
-}
-void emu_spin_hook() {
-  if ((++spin_count & 31u) == 0) emu_yield();
-  if ((spin_count & 1023u) == 0) std::this_thread::yield();
-}
-
-static void run_block(const std::function<void()> &fn) {
-  std::vector<Coro> cs(EMU_THREADS);
-  coros = &cs;
-  body = &fn;
-  for (unsigned k = 0; k < EMU_THREADS; k++) {
-    cs[k].stack.reset(new char[STACK]);
-    getcontext(&cs[k].ctx);
-    cs[k].ctx.uc_stack.ss_sp = cs[k].stack.get();
-    cs[k].ctx.uc_stack.ss_size = STACK;
-    cs[k].ctx.uc_link = &sched_ctx;
-    makecontext(&cs[k].ctx, coro_entry, 0);
-  }
-  for (;;) {
-    bool ran = false, all_done = true;
-    for (unsigned k = 0; k < EMU_THREADS; k++) {
-      if (cs[k].done) continue;
-      all_done = false;
-      if (cs[k].at_barrier) continue;
-      current = (int)k;
-      threadIdx.x = k;
-      threadIdx.y = threadIdx.z = 0;
-      swapcontext(&sched_ctx, &cs[k].ctx);
-      ran = true;
-    }
-    if (all_done) break;
-    if (!ran)
-      for (auto &c : cs) c.at_barrier = false;
-  }
-  coros = nullptr;
-}
-
-static void run_grid(std::function<void()> fn, unsigned grid) {
-  std::vector<std::thread> blocks;
-  for (unsigned b = 0; b < grid; b++)
-    blocks.emplace_back([fn, b, grid] {
-      blockIdx = {b, 0, 0};
-      gridDim = {grid, 1, 1};
-      blockDim = {EMU_THREADS, 1, 1};
-      run_block(fn);
-    });
-  for (auto &t : blocks) t.join();
-}
-
-struct emu_stream {
-  std::mutex m;
-  std::condition_variable cv;
-  std::deque<std::function<void()> > q;
-  bool busy = false, stop = false;
-  std::thread worker;
-  emu_stream() {
-    worker = std::thread([this] {
-      for (;;) {
-        std::function<void()> job;
-        {
-          std::unique_lock<std::mutex> l(m);
-          cv.wait(l, [this] { return stop || !q.empty(); });
-          if (q.empty() && stop) return;
-          job = std::move(q.front());
-          q.pop_front();
-          busy = true;
-        }
-        job();
-        {
-          std::lock_guard<std::mutex> l(m);
-          busy = false;
-        }
-        cv.notify_all();
-      }
-    });
-  }
-  void push(std::function<void()> f) {
-    {
-      std::lock_guard<std::mutex> l(m);
-      q.push_back(std::move(f));
-    }
-    cv.notify_all();
-  }
-  void sync() {
-    std::unique_lock<std::mutex> l(m);
-    cv.wait(l, [this] { return q.empty() && !busy; });
-  }
-  ~emu_stream() {
-    {
-      std::lock_guard<std::mutex> l(m);
-      stop = true;
-    }
-    cv.notify_all();
-    worker.join();
-  }
-};
+#include "emu_runtime.inc"
 
 static std::atomic<long> launches{0};
 
@@ -205,20 +75,6 @@ cudaError_t emu_launch(const void *fn, dim3 grid, void **args, int nargs,
   return cudaSuccess;
 }
 
-extern "C" cudaError_t cudaGetDevice(int *d) {
-  *d = 0;
-  return cudaSuccess;
-}
-extern "C" cudaError_t cudaDeviceGetAttribute(int *v, int, int) {
-  *v = 4;
-  return cudaSuccess;
-}
-extern "C" cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-    int *n, const void *, int, size_t) {
-  *n = 2;
-  return cudaSuccess;
-}
-
 /* ---- the driver -------------------------------------------------------------
  */
 
@@ -236,16 +92,6 @@ extern "C" const char *qcoll_op_name(qcoll_op_t o) {
   static const char *names[] = {"sum", "prod", "min", "max", "avg"};
   return (unsigned)o < 5 ? names[o] : "invalid";
 }
-
-static int failures;
-#define FAIL(...)                            \
-  do {                                       \
-    failures++;                              \
-    if (failures < 40) {                     \
-      fprintf(stderr, "FAIL: " __VA_ARGS__); \
-      fputc('\n', stderr);                   \
-    }                                        \
-  } while (0)
 
 struct World {
   int n;
@@ -269,19 +115,8 @@ struct World {
       s1.push_back(new emu_stream);
       s2.push_back(new emu_stream);
     }
-    for (int r = 0; r < n; r++) {
-      qcoll__ipc_view_t v;
-      memset(&v, 0, sizeof v);
-      for (int p = 0; p < n; p++) v.bases[p] = bufs[p];
-      v.error_word = words[r];
-      v.host_abort = words[r] + 1;
-      v.region_bytes = qcoll__ipc_region_bytes(buffer_bytes);
-      v.timeout_ns = 20ull * 1000000000ull;
-      v.rank = r;
-      v.nranks = n;
-      v.max_grid = max_grid;
-      views.push_back(v);
-    }
+    for (int r = 0; r < n; r++)
+      views.push_back(emu_view(bufs, words[r], buffer_bytes, r, max_grid));
   }
   ~World() {
     for (auto s : s1) delete s;

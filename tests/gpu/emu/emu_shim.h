@@ -11,6 +11,7 @@
 #ifndef QCOLL_EMU_SHIM_H
 #define QCOLL_EMU_SHIM_H
 
+#include <stdint.h>
 #include <string.h>
 #include <time.h>
 
@@ -78,6 +79,32 @@ static inline uint4 __ldcg(const uint4 *p) {
   uint4 v;
   memcpy(&v, (const void *)p, sizeof v);
   return v;
+}
+static inline uint32_t __ldcg(const uint32_t *p) {
+  return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+/* Warp exchanges, for blocks of exactly one warp (emu_runtime.inc): every
+ * lane of the block must call them together, as the full mask requires. */
+uint32_t emu_shfl_u32(uint32_t v, int src_lane);
+void emu_syncwarp();
+#define __syncwarp(...) emu_syncwarp()
+template <typename T>
+static inline T emu_shfl(T v, int src_lane) {
+  static_assert(sizeof(T) == 4, "32-bit exchanges only");
+  uint32_t u;
+  memcpy(&u, &v, 4);
+  u = emu_shfl_u32(u, src_lane);
+  memcpy(&v, &u, 4);
+  return v;
+}
+template <typename T>
+static inline T __shfl_xor_sync(unsigned, T v, int mask) {
+  return emu_shfl(v, (int)((threadIdx.x & 31u) ^ (unsigned)mask));
+}
+template <typename T>
+static inline T __shfl_down_sync(unsigned, T v, unsigned delta) {
+  return emu_shfl(v, (int)((threadIdx.x & 31u) + delta)); /* >= 32: own */
 }
 
 #endif

@@ -1,0 +1,345 @@
+/*
+ * The quantised two-shot all-reduce kernel (src/coll/cuda/allreduce_quant.cu)
+ * run on the CPU, so that machines without a GPU (CI) test its layout,
+ * chunking, warp code and synchronisation protocol.  The kernel, codec.h's
+ * warp encode/decode and ipc_sync.cuh are the real code (prepare.cmake
+ * swaps the PTX memory-model primitives for C++ atomics and makes a block
+ * one warp; emu_shim.h gives the warp exchanges); every rank is a stream
+ * (a worker thread), every block an OS thread, every CUDA thread a
+ * coroutine of it.
+ *
+ * Checked, bit for bit, against the CPU model of the scheme
+ * (tests/codec/ref_scheme.c) rounded once to the element type, on every
+ * rank: every format x f16/bf16/f32 x counts from 1 value to several
+ * chunks x grid limits 1 and 4, in place and out of place, nothing written
+ * outside the output, with zero groups, outliers and a group holding inf
+ * (NaN policy).  Then a rank that never arrives: the others must give up
+ * within the deadline once (not once per enqueued chunk), the first to
+ * time out naming the missing rank and the flag value it waited for.
+ * What it cannot see: the GPU's memory model, timing and occupancy.
+ *
+ *   quant_emu [N...]     world sizes (default 2 3 4)
+ */
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "emu_status.h"
+
+#ifdef QCOLL_EMU_SKIP
+int main() {
+  printf("SKIP: %s\n", QCOLL_EMU_SKIP);
+  return 77;
+}
+#else
+
+#include "core/dtype.h"
+#include "launch.h"
+#include "ref_scheme.h"
+
+static const unsigned EMU_THREADS = 32;
+#include "emu_runtime.inc"
+
+cudaError_t emu_launch(const void *fn, dim3 grid, void **args, int nargs,
+                       cudaStream_t s) {
+  if (nargs != 4) {
+    fprintf(stderr, "emu_launch: %d args\n", nargs);
+    abort();
+  }
+  auto f = (void (*)(qcoll__ipc_view_t, const void *, void *, size_t))fn;
+  qcoll__ipc_view_t v = *(qcoll__ipc_view_t *)args[0];
+  const void *send = *(const void **)args[1];
+  void *recv = *(void **)args[2];
+  size_t count = *(size_t *)args[3];
+  unsigned g = grid.x;
+  s->push([=] { run_grid([=] { f(v, send, recv, count); }, g); });
+  return cudaSuccess;
+}
+
+extern "C" size_t qcoll_dtype_size(qcoll_dtype_t d) {
+  return d == QCOLL_F32 ? 4 : 2;
+}
+extern "C" const char *qcoll_quant_name(qcoll_quant_t q) {
+  static const char *names[] = {"none", "fp8", "int8", "int6", "int4"};
+  return (unsigned)q < 5 ? names[q] : "?";
+}
+
+/* Small buffers: a chunk is a few thousand values, so messages of tens of
+ * thousands take several launches. */
+static const size_t IPC_BYTES = QCOLL_IPC_HEADER_BYTES + 2 * 16384;
+static const size_t GUARD = 64; /* elements around every output */
+
+struct World {
+  int n;
+  std::vector<char *> bufs;
+  std::vector<unsigned long long *> words;
+  std::vector<qcoll__ipc_view_t> views;
+  std::vector<emu_stream *> streams;
+  World(int n_) : n(n_) {
+    for (int r = 0; r < n; r++) {
+      char *b = (char *)aligned_alloc(4096, IPC_BYTES);
+      memset(b, 0, QCOLL_IPC_HEADER_BYTES);
+      memset(b + QCOLL_IPC_HEADER_BYTES, 0x77,
+             IPC_BYTES - QCOLL_IPC_HEADER_BYTES);
+      bufs.push_back(b);
+      words.push_back((unsigned long long *)calloc(2, 8));
+      streams.push_back(new emu_stream);
+    }
+    for (int r = 0; r < n; r++)
+      views.push_back(emu_view(bufs, words[r], IPC_BYTES, r, 4));
+  }
+  ~World() {
+    for (auto s : streams) delete s;
+    for (auto b : bufs) free(b);
+    for (auto w : words) free(w);
+  }
+  void sync() {
+    for (auto s : streams) s->sync();
+  }
+  void reset() {
+    sync();
+    for (int r = 0; r < n; r++) {
+      memset(bufs[r], 0, QCOLL_IPC_HEADER_BYTES);
+      words[r][0] = words[r][1] = 0;
+    }
+  }
+};
+
+/* ---- element types --------------------------------------------------- */
+
+static float load(const char *p, qcoll_dtype_t d, size_t i) {
+  uint16_t h;
+  switch (d) {
+    case QCOLL_F32: {
+      float f;
+      memcpy(&f, p + 4 * i, 4);
+      return f;
+    }
+    case QCOLL_F16: memcpy(&h, p + 2 * i, 2); return qcoll__f16_to_f32(h);
+    default: memcpy(&h, p + 2 * i, 2); return qcoll__bf16_to_f32(h);
+  }
+}
+/* The bits the kernel stores for the f32 result y (NaN canonical). */
+static uint32_t result_bits(float y, qcoll_dtype_t d) {
+  if (std::isnan(y))
+    return d == QCOLL_F32 ? 0x7fc00000u : d == QCOLL_F16 ? 0x7e00u : 0x7fc0u;
+  if (d == QCOLL_F32) return qcoll__f32_to_bits(y);
+  return d == QCOLL_F16 ? qcoll__f32_to_f16(y) : qcoll__f32_to_bf16(y);
+}
+static void store(char *p, qcoll_dtype_t d, size_t i, float x) {
+  uint32_t bits = result_bits(x, d);
+  if (d == QCOLL_F32)
+    memcpy(p + 4 * i, &bits, 4);
+  else {
+    uint16_t h = (uint16_t)bits;
+    memcpy(p + 2 * i, &h, 2);
+  }
+}
+static uint32_t bits_at(const char *p, qcoll_dtype_t d, size_t i) {
+  if (d == QCOLL_F32) {
+    uint32_t u;
+    memcpy(&u, p + 4 * i, 4);
+    return u;
+  }
+  uint16_t h;
+  memcpy(&h, p + 2 * i, 2);
+  return h;
+}
+static const char *dtype_name(qcoll_dtype_t d) {
+  return d == QCOLL_F32 ? "f32" : d == QCOLL_F16 ? "f16" : "bf16";
+}
+
+/* Rank r's inputs: mixed magnitudes per group, a zero group, an outlier in
+ * a group, and (specials) one group holding inf. */
+static std::vector<float> inputs(int r, size_t count, qcoll_dtype_t d,
+                                 uint32_t seed, bool specials) {
+  std::mt19937 rng(seed * 131u + (uint32_t)r);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> x(count);
+  std::vector<char> tmp(4);
+  for (size_t i = 0; i < count; i++) {
+    size_t g = i / 32;
+    float scale = std::ldexp(1.0f, (int)(g % 9) - 4);
+    float v = g % 11 == 5 ? 0.0f : u(rng) * scale;
+    if (i % 97 == 13) v *= 300.0f; /* an outlier in its group */
+    if (specials && g == 2 && i % 32 == 7 && r == 0) v = INFINITY;
+    store(tmp.data(), d, 0, v); /* representable in d */
+    x[i] = load(tmp.data(), d, 0);
+  }
+  return x;
+}
+
+/* ---- one all-reduce case -------------------------------------------- */
+
+static void run_case(World &w, qcoll_quant_t fmt, qcoll_dtype_t d, size_t count,
+                     int grid_limit, bool in_place, bool specials,
+                     uint32_t seed) {
+  char what[200];
+  snprintf(what, sizeof what, "N=%d %s %s count=%zu grid<=%d %s%s", w.n,
+           qcoll_quant_name(fmt), dtype_name(d), count, grid_limit,
+           in_place ? "in-place" : "out-of-place", specials ? " +inf" : "");
+  const size_t es = qcoll_dtype_size(d);
+  const size_t bytes = (count + 2 * GUARD) * es;
+  std::vector<std::vector<float> > in(w.n);
+  std::vector<const float *> in_ptr(w.n);
+  std::vector<std::vector<char> > send(w.n), recv(w.n);
+  for (int r = 0; r < w.n; r++) {
+    in[r] = inputs(r, count, d, seed, specials);
+    in_ptr[r] = in[r].data();
+    send[r].assign(bytes, (char)0x5a);
+    for (size_t i = 0; i < count; i++)
+      store(send[r].data() + GUARD * es, d, i, in[r][i]);
+    recv[r] =
+        in_place ? std::vector<char>() : std::vector<char>(bytes, (char)0x5a);
+  }
+  for (int r = 0; r < w.n; r++) w.views[r].max_grid = grid_limit;
+  /* Chunk by chunk across the ranks, as the transport's host loop does on
+   * each rank. */
+  const size_t chunk =
+      qcoll__cuda_all_reduce_quant_chunk_elems(&w.views[0], fmt);
+  for (size_t off = 0; off < count; off += chunk)
+    for (int r = 0; r < w.n; r++) {
+      char *s = send[r].data() + (GUARD + off) * es;
+      char *o =
+          (in_place ? send[r].data() : recv[r].data()) + (GUARD + off) * es;
+      cudaError_t err = qcoll__cuda_all_reduce_quant_launch(
+          &w.views[r], s, o, count - off < chunk ? count - off : chunk, d, fmt,
+          w.streams[r]);
+      if (err != cudaSuccess) FAIL("%s: launch refused (%d)", what, err);
+    }
+  w.sync();
+  for (int r = 0; r < w.n; r++)
+    if (w.words[r][0])
+      FAIL("%s: rank %d error word 0x%016llx", what, r, w.words[r][0]);
+  std::vector<float> expected(count);
+  if (count &&
+      ref_scheme_qcoll(fmt, w.n, count, in_ptr.data(), expected.data()) != 0) {
+    FAIL("%s: out of memory in the reference", what);
+    return;
+  }
+  for (int r = 0; r < w.n; r++) {
+    const char *out = in_place ? send[r].data() : recv[r].data();
+    size_t wrong = 0;
+    for (size_t i = 0; i < count; i++) {
+      uint32_t want = result_bits(expected[i], d),
+               got = bits_at(out + GUARD * es, d, i);
+      if (want != got && wrong++ < 3)
+        FAIL("%s rank %d: element %zu is 0x%x, expected 0x%x (%g)", what, r, i,
+             got, want, (double)expected[i]);
+    }
+    if (wrong > 3) FAIL("%s rank %d: %zu elements differ", what, r, wrong);
+    for (size_t b = 0; b < bytes; b++)
+      if ((b < GUARD * es || b >= (GUARD + count) * es) &&
+          out[b] != (char)0x5a) {
+        FAIL("%s rank %d: byte %zd outside the output changed", what, r,
+             (ptrdiff_t)b - (ptrdiff_t)(GUARD * es));
+        break;
+      }
+  }
+}
+
+static void test_exact(World &w) {
+  const int before = failures;
+  int cases = 0;
+  uint32_t seed = 1;
+  static const qcoll_quant_t fmts[] = {QCOLL_QUANT_FP8, QCOLL_QUANT_INT8,
+                                       QCOLL_QUANT_INT6, QCOLL_QUANT_INT4};
+  static const qcoll_dtype_t dts[] = {QCOLL_F16, QCOLL_BF16, QCOLL_F32};
+  for (qcoll_quant_t f : fmts) {
+    const size_t chunk =
+        qcoll__cuda_all_reduce_quant_chunk_elems(&w.views[0], f);
+    const size_t counts[] = {
+        1,    31,    32,         33,           32 * (size_t)w.n + 5,
+        2000, chunk, chunk + 45, 2 * chunk + 3};
+    for (qcoll_dtype_t d : dts)
+      for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+        bool in_place = (c + (size_t)d) % 2 == 1;
+        int limit = c % 2 ? 1 : 4;
+        run_case(w, f, d, counts[c], limit, in_place, c == 5 || c == 7, seed++);
+        cases++;
+      }
+  }
+  printf("N=%d: %d exact cases %s\n", w.n, cases,
+         failures == before ? "ok" : "FAILED");
+}
+
+/* The last rank never launches: every other rank gives up once, within
+ * the deadline, for the whole chunked message. */
+static void test_missing_peer(World &w) {
+  w.reset();
+  const double timeout = 0.5;
+  for (auto &v : w.views) {
+    v.timeout_ns = (unsigned long long)(timeout * 1e9);
+    v.max_grid = 2;
+  }
+  const qcoll_dtype_t d = QCOLL_F32;
+  const size_t chunk =
+      qcoll__cuda_all_reduce_quant_chunk_elems(&w.views[0], QCOLL_QUANT_INT8);
+  const size_t count = 5 * chunk; /* five launches per rank */
+  std::vector<std::vector<float> > buf(w.n, std::vector<float>(count, 1.0f));
+  auto t0 = std::chrono::steady_clock::now();
+  for (size_t off = 0; off < count; off += chunk)
+    for (int r = 0; r + 1 < w.n; r++)
+      qcoll__cuda_all_reduce_quant_launch(&w.views[r], buf[r].data() + off,
+                                          buf[r].data() + off, chunk, d,
+                                          QCOLL_QUANT_INT8, w.streams[r]);
+  w.sync();
+  double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
+  int timeouts = 0;
+  for (int r = 0; r + 1 < w.n; r++) {
+    unsigned long long e = w.words[r][0];
+    unsigned kind = (unsigned)(e >> 56) & 0xffu;
+    unsigned peer = (unsigned)(e >> 16) & 0xffu;
+    unsigned want = (unsigned)(e >> 8) & 0xffu,
+             seen = (unsigned)(e >> 24) & 0xffu;
+    if (kind == QCOLL_IPC_ERR_TIMEOUT) {
+      timeouts++;
+      if ((int)peer != w.n - 1)
+        FAIL("missing peer: rank %d timed out on rank %u", r, peer);
+      /* Fresh flags: the first launch awaits epoch 1 and sees 0. */
+      if (want != 1 || seen != 0)
+        FAIL(
+            "missing peer: rank %d's word says awaited ..%02x, seen ..%02x; "
+            "expected ..01 and ..00",
+            r, want, seen);
+    } else if (kind != QCOLL_IPC_ERR_PEER_ABORTED) {
+      FAIL("missing peer: rank %d's error word is 0x%016llx", r, e);
+    }
+  }
+  if (timeouts == 0) FAIL("missing peer: no rank reported a timeout");
+  /* Five chunks, one deadline: later launches of a failed rank stop at once
+   * (waiting out each one's deadline would take five). */
+  if (took > 3 * timeout)
+    FAIL("missing peer: the ranks took %.2f s for five chunks, deadline %.2f s",
+         took, timeout);
+  printf(
+      "N=%d: missing peer: %d rank(s) timed out, the others followed; "
+      "five chunks ended after %.2f s (deadline %.2f s)\n",
+      w.n, timeouts, took, timeout);
+  w.reset();
+  for (auto &v : w.views) v.timeout_ns = 20ull * 1000000000ull;
+}
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+  std::vector<int> sizes;
+  for (int i = 1; i < argc; i++) sizes.push_back(atoi(argv[i]));
+  if (sizes.empty()) sizes = {2, 3, 4};
+  for (int n : sizes) {
+    if (n < 1 || n > QCOLL_IPC_MAX_RANKS) {
+      FAIL("world size %d is outside 1..%d", n, QCOLL_IPC_MAX_RANKS);
+      continue;
+    }
+    World w(n);
+    test_exact(w);
+    if (n > 1) test_missing_peer(w);
+  }
+  printf("%s (%d failure(s))\n", failures ? "FAILED" : "all passed", failures);
+  return failures ? 1 : 0;
+}
+#endif
