@@ -49,35 +49,41 @@ if(CMAKE_CXX_COMPILER)
   set_tests_properties(unit.coll_kernels_emu PROPERTIES TIMEOUT 300 LABELS unit
                        SKIP_RETURN_CODE 77)
 
-  # The quantised all-reduce kernel the same way, blocks of one warp (its
-  # warp code needs 32 lanes) and codec.h's warp functions (__CUDACC__).
-  set(emu_quant ${CMAKE_CURRENT_BINARY_DIR}/emu_quant)
+  # The all-reduce kernels (allreduce.cu, allreduce_quant.cu) the same way,
+  # in blocks of one warp (the quantised kernel's warp code needs 32 lanes)
+  # and with codec.h's warp functions (__CUDACC__).
+  set(emu_ar ${CMAKE_CURRENT_BINARY_DIR}/emu_allreduce)
   add_custom_command(
-    OUTPUT ${emu_quant}/allreduce_quant_emu.cpp ${emu_quant}/ipc_sync.cuh ${emu_quant}/emu_status.h
-    COMMAND ${CMAKE_COMMAND} -DSRC=${cuda_src} -DOUT=${emu_quant} -DKERNEL=allreduce_quant
+    OUTPUT ${emu_ar}/allreduce_emu_kernels.cpp ${emu_ar}/allreduce_quant_emu.cpp
+           ${emu_ar}/ipc_sync.cuh ${emu_ar}/emu_status.h
+    COMMAND ${CMAKE_COMMAND} -DSRC=${cuda_src} -DOUT=${emu_ar} -DKERNEL=allreduce_quant
             -DTHREADS=32 -P ${emu_dir}/prepare.cmake
-    DEPENDS ${cuda_src}/allreduce_quant.cu ${cuda_src}/ipc_sync.cuh ${emu_dir}/prepare.cmake
-            ${emu_dir}/primitives.inc
-    COMMENT "Preparing the quantised all-reduce kernel for the CPU emulation")
-  add_executable(quant_emu ${emu_dir}/quant_emu.cpp ${emu_quant}/allreduce_quant_emu.cpp
-                 ${PROJECT_SOURCE_DIR}/tests/codec/ref_scheme.c)
-  set_source_files_properties(${emu_dir}/quant_emu.cpp ${emu_quant}/allreduce_quant_emu.cpp
-                              PROPERTIES COMPILE_OPTIONS "-include;${emu_dir}/emu_shim.h;-D__CUDACC__=1"
-                                         OBJECT_DEPENDS "${emu_quant}/emu_status.h;${emu_quant}/ipc_sync.cuh")
-  target_include_directories(quant_emu BEFORE PRIVATE ${emu_quant} ${emu_dir}/include ${cuda_src}
+    COMMAND ${CMAKE_COMMAND} -DSRC=${cuda_src} -DOUT=${emu_ar} -DKERNEL=allreduce
+            -DTHREADS=32 -P ${emu_dir}/prepare.cmake
+    COMMAND ${CMAKE_COMMAND} -E rename ${emu_ar}/allreduce_emu.cpp ${emu_ar}/allreduce_emu_kernels.cpp
+    DEPENDS ${cuda_src}/allreduce.cu ${cuda_src}/allreduce_quant.cu ${cuda_src}/ipc_sync.cuh
+            ${emu_dir}/prepare.cmake ${emu_dir}/primitives.inc
+    COMMENT "Preparing the all-reduce kernels for the CPU emulation")
+  add_executable(allreduce_emu ${emu_dir}/allreduce_emu.cpp ${emu_ar}/allreduce_emu_kernels.cpp
+                 ${emu_ar}/allreduce_quant_emu.cpp ${PROJECT_SOURCE_DIR}/tests/codec/ref_scheme.c)
+  set_source_files_properties(
+    ${emu_dir}/allreduce_emu.cpp ${emu_ar}/allreduce_emu_kernels.cpp ${emu_ar}/allreduce_quant_emu.cpp
+    PROPERTIES COMPILE_OPTIONS "-include;${emu_dir}/emu_shim.h;-D__CUDACC__=1"
+               OBJECT_DEPENDS "${emu_ar}/emu_status.h;${emu_ar}/ipc_sync.cuh")
+  target_include_directories(allreduce_emu BEFORE PRIVATE ${emu_ar} ${emu_dir}/include ${cuda_src}
                              ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src
                              ${PROJECT_SOURCE_DIR}/tests/codec)
-  target_compile_options(quant_emu PRIVATE -ffp-contract=off -fno-strict-aliasing
+  target_compile_options(allreduce_emu PRIVATE -ffp-contract=off -fno-strict-aliasing
                          $<$<COMPILE_LANGUAGE:CXX>:-Wno-unknown-pragmas>)
-  set_target_properties(quant_emu PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
-  target_link_libraries(quant_emu PRIVATE Threads::Threads m)
-  # 2, 3 and 4 ranks in the release build (about 30 s); 2 ranks under the
-  # sanitizers, which slow the coroutines down many times.
-  add_test(NAME unit.quant_kernel_emu COMMAND quant_emu 2 3 4)
-  set_tests_properties(unit.quant_kernel_emu PROPERTIES TIMEOUT 600 LABELS "unit;nosan"
+  set_target_properties(allreduce_emu PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
+  target_link_libraries(allreduce_emu PRIVATE Threads::Threads m)
+  # 2, 3 and 4 ranks in the release build; 2 ranks under the sanitizers,
+  # which slow the coroutines down many times.
+  add_test(NAME unit.allreduce_kernels_emu COMMAND allreduce_emu 2 3 4)
+  set_tests_properties(unit.allreduce_kernels_emu PROPERTIES TIMEOUT 600 LABELS "unit;nosan"
                        SKIP_RETURN_CODE 77)
-  add_test(NAME unit.quant_kernel_emu.n2 COMMAND quant_emu 2)
-  set_tests_properties(unit.quant_kernel_emu.n2 PROPERTIES TIMEOUT 600 LABELS unit
+  add_test(NAME unit.allreduce_kernels_emu.n2 COMMAND allreduce_emu 2)
+  set_tests_properties(unit.allreduce_kernels_emu.n2 PROPERTIES TIMEOUT 600 LABELS unit
                        SKIP_RETURN_CODE 77)
 else()
   message(STATUS "qcoll: no C++ compiler, the CPU emulation of the IPC kernels is not built")

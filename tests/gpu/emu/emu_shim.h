@@ -11,6 +11,7 @@
 #ifndef QCOLL_EMU_SHIM_H
 #define QCOLL_EMU_SHIM_H
 
+#include <math.h> /* fminf, fmaxf: device built-ins under nvcc */
 #include <stdint.h>
 #include <string.h>
 #include <time.h>

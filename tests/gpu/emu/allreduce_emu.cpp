@@ -1,24 +1,29 @@
 /*
- * The quantised two-shot all-reduce kernel (src/coll/cuda/allreduce_quant.cu)
- * run on the CPU, so that machines without a GPU (CI) test its layout,
- * chunking, warp code and synchronisation protocol.  The kernel, codec.h's
- * warp encode/decode and ipc_sync.cuh are the real code (prepare.cmake
- * swaps the PTX memory-model primitives for C++ atomics and makes a block
- * one warp; emu_shim.h gives the warp exchanges); every rank is a stream
- * (a worker thread), every block an OS thread, every CUDA thread a
- * coroutine of it.
+ * The all-reduce kernels of src/coll/cuda (allreduce.cu: one-shot and
+ * two-shot; allreduce_quant.cu: quantised two-shot) run on the CPU, so that
+ * machines without a GPU (CI) test their layouts, chunking, warp code and
+ * synchronisation protocol.  The kernels, codec.h's warp encode/decode and
+ * ipc_sync.cuh are the real code (prepare.cmake swaps the PTX memory-model
+ * primitives for C++ atomics and makes a block one warp; emu_shim.h gives
+ * the warp exchanges); every rank is a stream (a worker thread), every
+ * block an OS thread, every CUDA thread a coroutine of it.
  *
- * Checked, bit for bit, against the CPU model of the scheme
- * (tests/codec/ref_scheme.c) rounded once to the element type, on every
- * rank: every format x f16/bf16/f32 x counts from 1 value to several
- * chunks x grid limits 1 and 4, in place and out of place, nothing written
- * outside the output, with zero groups, outliers and a group holding inf
- * (NaN policy).  Then a rank that never arrives: the others must give up
- * within the deadline once (not once per enqueued chunk), the first to
- * time out naming the missing rank and the flag value it waited for.
+ * Checked on every rank, bit for bit, nothing written outside the output,
+ * in place and out of place, counts from 1 value to several chunks, grid
+ * limits 1 and 4:
+ *  - one-shot and two-shot, f16/bf16/f32 x sum/min/max, unaligned
+ *    pointers, against fp32 accumulation in rank order rounded once;
+ *  - quantised, every format x f16/bf16/f32, against the CPU model of the
+ *    scheme (tests/codec/ref_scheme.c) rounded once to the element type,
+ *    with zero groups, outliers and a group holding inf (NaN policy);
+ *  - one-shot, two-shot and quantised all-reduces alternating on one
+ *    world (epochs and flags carry over from one kind to the next);
+ *  - a rank that never arrives: the others give up within the deadline
+ *    once (not once per enqueued chunk), the first to time out naming the
+ *    missing rank and the flag value it waited for.
  * What it cannot see: the GPU's memory model, timing and occupancy.
  *
- *   quant_emu [N...]     world sizes (default 2 3 4)
+ *   allreduce_emu [N...]     world sizes (default 2 3 4)
  */
 #include <chrono>
 #include <cmath>
@@ -60,6 +65,7 @@ cudaError_t emu_launch(const void *fn, dim3 grid, void **args, int nargs,
 }
 
 extern "C" size_t qcoll_dtype_size(qcoll_dtype_t d) {
+  /* f16, bf16, f32: the dtypes of the all-reduce kernels */
   return d == QCOLL_F32 ? 4 : 2;
 }
 extern "C" const char *qcoll_quant_name(qcoll_quant_t q) {
@@ -172,6 +178,28 @@ static std::vector<float> inputs(int r, size_t count, qcoll_dtype_t d,
   return x;
 }
 
+/* Rank r's output: count elements at `lead` elements into out, each with
+ * the bits want(i); every other byte of the bytes must still be 0x5a. */
+static void check_output(const char *what, int r, const char *out, size_t lead,
+                         size_t count, size_t bytes, qcoll_dtype_t d,
+                         const std::function<uint32_t(size_t)> &want) {
+  const size_t es = qcoll_dtype_size(d);
+  size_t wrong = 0;
+  for (size_t i = 0; i < count; i++) {
+    uint32_t expected = want(i), got = bits_at(out + lead * es, d, i);
+    if (expected != got && wrong++ < 3)
+      FAIL("%s rank %d: element %zu is 0x%x, expected 0x%x", what, r, i, got,
+           expected);
+  }
+  if (wrong > 3) FAIL("%s rank %d: %zu elements differ", what, r, wrong);
+  for (size_t b = 0; b < bytes; b++)
+    if ((b < lead * es || b >= (lead + count) * es) && out[b] != (char)0x5a) {
+      FAIL("%s rank %d: byte %zd outside the output changed", what, r,
+           (ptrdiff_t)b - (ptrdiff_t)(lead * es));
+      break;
+    }
+}
+
 /* ---- one all-reduce case -------------------------------------------- */
 
 static void run_case(World &w, qcoll_quant_t fmt, qcoll_dtype_t d, size_t count,
@@ -220,25 +248,10 @@ static void run_case(World &w, qcoll_quant_t fmt, qcoll_dtype_t d, size_t count,
     FAIL("%s: out of memory in the reference", what);
     return;
   }
-  for (int r = 0; r < w.n; r++) {
-    const char *out = in_place ? send[r].data() : recv[r].data();
-    size_t wrong = 0;
-    for (size_t i = 0; i < count; i++) {
-      uint32_t want = result_bits(expected[i], d),
-               got = bits_at(out + GUARD * es, d, i);
-      if (want != got && wrong++ < 3)
-        FAIL("%s rank %d: element %zu is 0x%x, expected 0x%x (%g)", what, r, i,
-             got, want, (double)expected[i]);
-    }
-    if (wrong > 3) FAIL("%s rank %d: %zu elements differ", what, r, wrong);
-    for (size_t b = 0; b < bytes; b++)
-      if ((b < GUARD * es || b >= (GUARD + count) * es) &&
-          out[b] != (char)0x5a) {
-        FAIL("%s rank %d: byte %zd outside the output changed", what, r,
-             (ptrdiff_t)b - (ptrdiff_t)(GUARD * es));
-        break;
-      }
-  }
+  for (int r = 0; r < w.n; r++)
+    check_output(what, r, in_place ? send[r].data() : recv[r].data(), GUARD,
+                 count, bytes, d,
+                 [&](size_t i) { return result_bits(expected[i], d); });
 }
 
 static void test_exact(World &w) {
@@ -262,7 +275,102 @@ static void test_exact(World &w) {
         cases++;
       }
   }
-  printf("N=%d: %d exact cases %s\n", w.n, cases,
+  printf("N=%d: %d quantised cases %s\n", w.n, cases,
+         failures == before ? "ok" : "FAILED");
+}
+
+/* ---- one-shot and two-shot ------------------------------------------ */
+
+/* The reference of the unquantised kernels: fp32 in rank order, one
+ * rounding to the element type. */
+static float combine(qcoll_op_t op, float a, float b) {
+  return op == QCOLL_SUM ? a + b : op == QCOLL_MIN ? fminf(a, b) : fmaxf(a, b);
+}
+
+static void run_plain(World &w, qcoll__ipc_algo_t algo, qcoll_dtype_t d,
+                      qcoll_op_t op, size_t count, int grid_limit,
+                      bool in_place, size_t misalign, uint32_t seed) {
+  char what[200];
+  snprintf(what, sizeof what, "N=%d %s %s %s count=%zu grid<=%d %s+%zu", w.n,
+           algo == QCOLL_IPC_ONESHOT ? "one-shot" : "two-shot", dtype_name(d),
+           op == QCOLL_SUM   ? "sum"
+           : op == QCOLL_MIN ? "min"
+                             : "max",
+           count, grid_limit, in_place ? "in-place" : "out-of-place", misalign);
+  const size_t es = qcoll_dtype_size(d);
+  const size_t lead = GUARD + misalign, bytes = (count + 2 * GUARD + 1) * es;
+  std::vector<std::vector<float> > in(w.n);
+  std::vector<std::vector<char> > send(w.n), recv(w.n);
+  for (int r = 0; r < w.n; r++) {
+    in[r] = inputs(r, count, d, seed, false);
+    send[r].assign(bytes, (char)0x5a);
+    for (size_t i = 0; i < count; i++)
+      store(send[r].data() + lead * es, d, i, in[r][i]);
+    recv[r] =
+        in_place ? std::vector<char>() : std::vector<char>(bytes, (char)0x5a);
+  }
+  for (int r = 0; r < w.n; r++) w.views[r].max_grid = grid_limit;
+  const size_t chunk = qcoll__cuda_all_reduce_chunk_elems(&w.views[0], d);
+  for (size_t off = 0; off < count; off += chunk)
+    for (int r = 0; r < w.n; r++) {
+      char *s = send[r].data() + (lead + off) * es;
+      char *o =
+          (in_place ? send[r].data() : recv[r].data()) + (lead + off) * es;
+      if (qcoll__cuda_all_reduce_launch(
+              &w.views[r], algo, s, o,
+              count - off < chunk ? count - off : chunk, d, op,
+              w.streams[r]) != cudaSuccess)
+        FAIL("%s: launch refused", what);
+    }
+  w.sync();
+  for (int r = 0; r < w.n; r++)
+    if (w.words[r][0])
+      FAIL("%s: rank %d error word 0x%016llx", what, r, w.words[r][0]);
+  auto want = [&](size_t i) {
+    float acc = in[0][i];
+    for (int p = 1; p < w.n; p++) acc = combine(op, acc, in[p][i]);
+    return result_bits(acc, d);
+  };
+  for (int r = 0; r < w.n; r++)
+    check_output(what, r, in_place ? send[r].data() : recv[r].data(), lead,
+                 count, bytes, d, want);
+}
+
+static void test_plain(World &w) {
+  const int before = failures;
+  int cases = 0;
+  uint32_t seed = 500;
+  static const qcoll__ipc_algo_t algos[] = {QCOLL_IPC_ONESHOT,
+                                            QCOLL_IPC_TWOSHOT};
+  static const qcoll_dtype_t dts[] = {QCOLL_F16, QCOLL_BF16, QCOLL_F32};
+  static const qcoll_op_t ops[] = {QCOLL_SUM, QCOLL_MIN, QCOLL_MAX};
+  for (qcoll__ipc_algo_t a : algos)
+    for (qcoll_dtype_t d : dts) {
+      const size_t chunk = qcoll__cuda_all_reduce_chunk_elems(&w.views[0], d);
+      const size_t counts[] = {1,    7,         8 * (size_t)w.n + 3,
+                               1000, chunk + 5, 2 * chunk + 11};
+      for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+        qcoll_op_t op = ops[(c + (size_t)d) % 3];
+        run_plain(w, a, d, op, counts[c], c % 2 ? 1 : 4, c % 3 == 1, c % 2,
+                  seed++);
+        cases++;
+      }
+    }
+  printf("N=%d: %d one-shot/two-shot cases %s\n", w.n, cases,
+         failures == before ? "ok" : "FAILED");
+}
+
+/* One-shot, two-shot and quantised all-reduces alternating on one world:
+ * the epochs and flags each kind leaves behind must serve the next. */
+static void test_mixed(World &w) {
+  const int before = failures;
+  for (int k = 0; k < 6; k++) {
+    run_plain(w, k % 2 ? QCOLL_IPC_TWOSHOT : QCOLL_IPC_ONESHOT, QCOLL_BF16,
+              QCOLL_SUM, 3000 + (size_t)k * 97, 4, k % 2, 0, 900 + (uint32_t)k);
+    run_case(w, QCOLL_QUANT_INT6, QCOLL_F16, 2500 + (size_t)k * 31, 4, k % 2,
+             false, 950 + (uint32_t)k);
+  }
+  printf("N=%d: alternating kinds %s\n", w.n,
          failures == before ? "ok" : "FAILED");
 }
 
@@ -278,7 +386,7 @@ static void test_missing_peer(World &w) {
   const qcoll_dtype_t d = QCOLL_F32;
   const size_t chunk =
       qcoll__cuda_all_reduce_quant_chunk_elems(&w.views[0], QCOLL_QUANT_INT8);
-  const size_t count = 5 * chunk; /* five launches per rank */
+  const size_t count = 8 * chunk; /* eight launches per rank */
   std::vector<std::vector<float> > buf(w.n, std::vector<float>(count, 1.0f));
   auto t0 = std::chrono::steady_clock::now();
   for (size_t off = 0; off < count; off += chunk)
@@ -312,14 +420,15 @@ static void test_missing_peer(World &w) {
     }
   }
   if (timeouts == 0) FAIL("missing peer: no rank reported a timeout");
-  /* Five chunks, one deadline: later launches of a failed rank stop at once
-   * (waiting out each one's deadline would take five). */
-  if (took > 3 * timeout)
-    FAIL("missing peer: the ranks took %.2f s for five chunks, deadline %.2f s",
-         took, timeout);
+  /* Eight chunks, one deadline: later launches of a failed rank stop at
+   * once (waiting out each one's deadline would take eight). */
+  if (took > 5 * timeout)
+    FAIL(
+        "missing peer: the ranks took %.2f s for eight chunks, deadline %.2f s",
+        took, timeout);
   printf(
       "N=%d: missing peer: %d rank(s) timed out, the others followed; "
-      "five chunks ended after %.2f s (deadline %.2f s)\n",
+      "eight chunks ended after %.2f s (deadline %.2f s)\n",
       w.n, timeouts, took, timeout);
   w.reset();
   for (auto &v : w.views) v.timeout_ns = 20ull * 1000000000ull;
@@ -336,7 +445,9 @@ int main(int argc, char **argv) {
       continue;
     }
     World w(n);
+    test_plain(w);
     test_exact(w);
+    test_mixed(w);
     if (n > 1) test_missing_peer(w);
   }
   printf("%s (%d failure(s))\n", failures ? "FAILED" : "all passed", failures);
