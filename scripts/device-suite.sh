@@ -13,10 +13,14 @@
 #             with one rank per GPU, eager and -G, every collective and INT4
 #   python    the Python/PyTorch tests on GPU 0, then the torch tests with
 #             every GPU visible (one rank per GPU)
+#   sanitize  compute-sanitizer memcheck and racecheck around each of 2
+#             ranks running one-shot and two-shot all-reduces on GPU 0
+#             (qcoll-perf, short sweeps, results checked); MPS is stopped
+#             first, the tool may not run under it
 # Usage on the device machine, from the repository root:
 #   OUT=$OUT QCOLL_CMOCKA_DIR=$PWD/build-deps/cmocka scripts/device-suite.sh
 # (the device machine has no cmocka and no network: carry build-deps/).
-# STEPS="tests perf multigpu python" (the default) picks steps; CTEST_ARGS
+# STEPS="tests perf multigpu python sanitize" (the default) picks steps; CTEST_ARGS
 # adds ctest arguments (e.g. "-E soak --timeout 90"); TESTS_LIMIT and
 # PYTHON_LIMIT bound those steps in seconds.  NVLink multicast stays off.
 # On an H200 each step takes a few minutes (tests about 6, perf about 4,
@@ -46,7 +50,7 @@ finish() {
 trap finish EXIT
 export BUILD_DIR=${BUILD_DIR:-$root/build-gpu}
 export JOBS=${JOBS:-$(nproc)}
-STEPS=${STEPS:-"tests perf multigpu python"}
+STEPS=${STEPS:-"tests perf multigpu python sanitize"}
 NGPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 mkdir -p "$OUT"
 export CUDA_MPS_PIPE_DIRECTORY=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/qcoll-mps/pipe}
@@ -97,8 +101,10 @@ if [[ " $STEPS " == *" perf "* ]]; then
   (
     export CUDA_VISIBLE_DEVICES=0
     for n in ${PERF_RANKS:-2 4 8}; do
-      perf "allreduce-n$n" "$n" 90 -m gpu -b 8 -e "${PERF_MAX:-256M}" -f 4 -n 20 -w 5 -c 1 -d bf16 all_reduce
-      perf "allreduce-n$n-G" "$n" 90 -m gpu -b 8 -e "${PERF_MAX:-256M}" -f 4 -n 20 -w 5 -c 1 -d bf16 -G 1 all_reduce
+      for d in bf16 f16; do
+        perf "allreduce-$d-n$n" "$n" 90 -m gpu -b 8 -e "${PERF_MAX:-256M}" -f 4 -n 20 -w 5 -c 1 -d $d all_reduce
+        perf "allreduce-$d-n$n-G" "$n" 90 -m gpu -b 8 -e "${PERF_MAX:-256M}" -f 4 -n 20 -w 5 -c 1 -d $d -G 1 all_reduce
+      done
     done
     for c in $COLLS; do
       for n in 2 4; do perf "$c-n$n" "$n" 60 -m gpu -b 8 -e 64M -f 8 -n 10 -w 3 -c 1 -d bf16 "$c"; done
@@ -145,6 +151,24 @@ if [[ " $STEPS " == *" python "* ]]; then
        timeout 300 "${pytest_cmd[@]}" tests/python/test_torch.py) \
       >"$OUT/python-multigpu.log" 2>&1 || status=1
     grep -E "FAILED|ERROR|passed|failed" "$OUT/python-multigpu.log" | tail -n 15 | tee -a "$OUT/suite.log"
+  fi
+fi
+if [[ " $STEPS " == *" sanitize "* ]]; then
+  if ! command -v compute-sanitizer >/dev/null; then
+    step "sanitize: compute-sanitizer not found, not run"
+  else
+    [ "$started" = 1 ] && echo quit | nvidia-cuda-mps-control && started=0
+    for tool in memcheck racecheck; do
+      for algo in oneshot twoshot; do
+        name="sanitize-$tool-$algo"
+        step "$name"
+        echo "# qcoll-run -n 2 compute-sanitizer --tool $tool qcoll-perf -m gpu -a $algo ..." >"$OUT/$name.log"
+        CUDA_VISIBLE_DEVICES=0 timeout 240 "$RUN" -n 2 compute-sanitizer --tool "$tool" \
+          --error-exitcode 9 "$PERF" -m gpu -b 8 -e 4M -f 16 -n 2 -w 1 -c 1 -d bf16 -a "$algo" \
+          all_reduce >>"$OUT/$name.log" 2>&1 || status=1
+        grep -E "ERROR SUMMARY|Out of bounds" "$OUT/$name.log" | tee -a "$OUT/suite.log"
+      done
+    done
   fi
 fi
 step "done, status $status"
