@@ -12,7 +12,7 @@
 int gt_rank = -1;
 int gt_nranks = 0;
 const char *gt_prog = "gpu-test";
-static int failures;
+static int failures; /* atomic: tests with several threads share it */
 
 static void vprint(const char *tag, const char *fmt, va_list ap) {
   char line[2048];
@@ -29,7 +29,7 @@ void gt_fail(const char *fmt, ...) {
   va_start(ap, fmt);
   vprint("FAIL ", fmt, ap);
   va_end(ap);
-  failures++;
+  __atomic_fetch_add(&failures, 1, __ATOMIC_RELAXED);
 }
 
 void gt_note(const char *fmt, ...) {
@@ -40,7 +40,7 @@ void gt_note(const char *fmt, ...) {
 }
 
 int gt_failures(void) {
-  return failures;
+  return __atomic_load_n(&failures, __ATOMIC_RELAXED);
 }
 
 void gt_cuda_die(const char *what, cudaError_t err, int line) {
