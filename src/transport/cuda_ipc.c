@@ -726,17 +726,14 @@ qcoll_status_t qcoll__cuda_poll_async_error(qcoll_comm_t comm) {
   uint64_t w = __atomic_load_n((const unsigned long long *)&cc->host_words[0],
                                __ATOMIC_ACQUIRE);
   if (w == 0) return QCOLL_OK;
-  unsigned kind = (unsigned)(w >> 56) & 0xffu;
-  int block = (int)((w >> 40) & 0xffffu);
-  int phase = (int)((w >> 32) & 0xffu);
-  int peer = (int)((w >> 16) & 0xffu);
-  int rank = (int)(w & 0xffu);
+  unsigned kind = qcoll__ipc_err_kind(w);
+  int block = qcoll__ipc_err_block(w), phase = qcoll__ipc_err_phase(w);
+  int peer = qcoll__ipc_err_peer(w), rank = qcoll__ipc_err_rank(w);
   char buf[32];
   const char *site = wait_site(phase, buf, sizeof buf);
   switch (kind) {
     case QCOLL_IPC_ERR_TIMEOUT: {
-      unsigned want = (unsigned)(w >> 8) & 0xffu,
-               seen = (unsigned)(w >> 24) & 0xffu;
+      unsigned want = qcoll__ipc_err_awaited(w), seen = qcoll__ipc_err_seen(w);
       /* One behind: the peer's block has not arrived (the peer is slow,
        * gone, or its block cannot be scheduled).  Further apart: the peer is
        * several steps behind, or the ranks did not make the same launches. */

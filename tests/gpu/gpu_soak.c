@@ -36,11 +36,11 @@
  * Rank 0 prints progress every 10 %; every rank prints a final PASS or FAIL
  * line with the numbers.  Exits 77 ("skipped") without a GPU.
  */
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../reliability/proc_readings.h"
 #include "gpu_soak.h"
 
 #define COUNT ((size_t)64 * 1024)
@@ -133,41 +133,14 @@ static settings_t parse_args(int argc, char **argv) {
 
 /* ---- memory readings ---------------------------------------------------- */
 
-/* A field of /proc/self/status in KiB (VmRSS, VmHWM), or -1. */
-static long status_kib(const char *field) {
-  FILE *f = fopen("/proc/self/status", "r");
-  if (!f) return -1;
-  char line[256];
-  long kib = -1;
-  size_t n = strlen(field);
-  while (fgets(line, sizeof line, f))
-    if (!strncmp(line, field, n) && line[n] == ':') {
-      kib = strtol(line + n + 1, NULL, 10);
-      break;
-    }
-  fclose(f);
-  return kib;
-}
-
-static int open_fds(void) {
-  DIR *d = opendir("/proc/self/fd");
-  if (!d) return -1;
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)))
-    if (e->d_name[0] != '.') n++;
-  closedir(d);
-  return n - 1; /* the directory stream's own descriptor */
-}
-
 static memory_reading_t read_memory(void) {
   memory_reading_t m;
   size_t free_b = 0, total_b = 0;
   GT_CUDA(cudaMemGetInfo(&free_b, &total_b));
   m.gpu_used = (long long)total_b - (long long)free_b;
-  m.fds = open_fds();
-  m.rss_kib = status_kib("VmRSS");
-  m.hwm_kib = status_kib("VmHWM");
+  m.fds = proc_open_fds();
+  m.rss_kib = proc_status_kib("VmRSS");
+  m.hwm_kib = proc_status_kib("VmHWM");
   return m;
 }
 

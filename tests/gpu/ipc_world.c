@@ -1,6 +1,7 @@
 /* See ipc_world.h. */
 #include "ipc_world.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,6 +70,32 @@ bool world_report_error_words(const world_t *w, const char *what) {
       any = true;
     }
   return any;
+}
+
+void world_expect_missing_peer(const world_t *w, const char *what,
+                               double waited, double timeout) {
+  const int missing = w->n - 1;
+  int timeouts_naming_missing = 0;
+  for (int r = 0; r < missing; r++) {
+    unsigned long long e = w->words[r][0];
+    unsigned kind = qcoll__ipc_err_kind(e);
+    if (kind == QCOLL_IPC_ERR_TIMEOUT && qcoll__ipc_err_peer(e) == missing)
+      timeouts_naming_missing++;
+    if (kind != QCOLL_IPC_ERR_TIMEOUT && kind != QCOLL_IPC_ERR_PEER_ABORTED)
+      gt_fail(
+          "%s: rank %d's error word is 0x%016llx, expected a timeout or a "
+          "peer abort",
+          what, r, e);
+  }
+  if (timeouts_naming_missing == 0)
+    gt_fail("%s: no rank reported a timeout waiting for rank %d", what,
+            missing);
+  if (waited > timeout + 3.0)
+    gt_fail("%s: the kernels gave up after %.2f s, deadline %.2f s", what,
+            waited, timeout);
+  else
+    gt_note("%s: every waiting rank gave up after %.2f s (deadline %.2f s)",
+            what, waited, timeout);
 }
 
 int world_sizes(int argc, char **argv, int min_n, int *sizes, int max) {

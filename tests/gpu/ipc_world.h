@@ -39,6 +39,13 @@ void world_set_grid_limit(world_t *w, int limit);
 void world_free(world_t *w);
 /* Report every rank's non-zero error word as a failure; true if any. */
 bool world_report_error_words(const world_t *w, const char *what);
+/* After every rank but the last launched a kernel that waits for it and
+ * all of them stopped `waited` seconds later: each waiting rank's error
+ * word must be a timeout or a peer abort, at least one a timeout naming the
+ * last rank, and the wait no longer than the deadline plus 3 s.  `what`
+ * starts every message. */
+void world_expect_missing_peer(const world_t *w, const char *what,
+                               double waited, double timeout);
 /* World sizes from the command line (default 2 3 4 8), each checked
  * against [min_n, QCOLL_IPC_MAX_RANKS]; returns how many. */
 int world_sizes(int argc, char **argv, int min_n, int *sizes, int max);

@@ -63,9 +63,9 @@ int main(int argc, char **argv) {
     for (int i = 0; i < COUNT; i++)
       wrong += x[i] != ranks_sum * (float)(i + 1) + (float)(rel_size * v);
     if (it + 1 == WARMUP) {
-      rss_start = rel_status_kib("VmRSS");
-      shmem_start = rel_status_kib("RssShmem");
-      fds_start = rel_open_fds();
+      rss_start = proc_status_kib("VmRSS");
+      shmem_start = proc_status_kib("RssShmem");
+      fds_start = proc_open_fds();
       t_warm = rel_now();
     }
     if (rel_rank == 0 && (it + 1) % progress == 0) {
@@ -73,16 +73,16 @@ int main(int argc, char **argv) {
       printf(
           "rank 0: %ld all-reduces in %.1f s (%.1f us each), VmRSS %ld KiB, "
           "wrong %ld\n",
-          it + 1, dt, dt / (double)(it + 1) * 1e6, rel_status_kib("VmRSS"),
+          it + 1, dt, dt / (double)(it + 1) * 1e6, proc_status_kib("VmRSS"),
           wrong);
       fflush(stdout);
     }
   }
   double t1 = rel_now();
-  long rss_end = rel_status_kib("VmRSS"),
-       shmem_end = rel_status_kib("RssShmem");
-  long hwm = rel_status_kib("VmHWM");
-  int fds_end = rel_open_fds();
+  long rss_end = proc_status_kib("VmRSS"),
+       shmem_end = proc_status_kib("RssShmem");
+  long hwm = proc_status_kib("VmHWM");
+  int fds_end = proc_open_fds();
   EXPECT(wrong == 0, "%ld wrong values", wrong);
   if (!RSS_BOUNDED && rel_rank == 0)
     printf("rank 0: built with AddressSanitizer: VmRSS growth not bounded\n");

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "proc_readings.h"
 #include "qcoll.h"
 
 static int rel_rank = -1, rel_size = 0, rel_failures = 0;
@@ -57,34 +58,6 @@ static inline qcoll_comm_t rel_init(double timeout_s) {
   qcoll_comm_rank(comm, &rel_rank);
   qcoll_comm_size(comm, &rel_size);
   return comm;
-}
-
-/* A field of /proc/self/status in KiB (VmRSS, VmHWM, RssShmem...), or -1. */
-static inline long rel_status_kib(const char *field) {
-  FILE *f = fopen("/proc/self/status", "r");
-  if (!f) return -1;
-  char line[256];
-  long kib = -1;
-  size_t n = strlen(field);
-  while (fgets(line, sizeof line, f))
-    if (!strncmp(line, field, n) && line[n] == ':') {
-      kib = strtol(line + n + 1, NULL, 10);
-      break;
-    }
-  fclose(f);
-  return kib;
-}
-
-/* Open file descriptors of this process. */
-static inline int rel_open_fds(void) {
-  DIR *d = opendir("/proc/self/fd");
-  if (!d) return -1;
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)))
-    if (e->d_name[0] != '.') n++;
-  closedir(d);
-  return n - 1; /* the directory stream's own descriptor */
 }
 
 static inline void rel_write_time(const char *path, double t) {

@@ -110,6 +110,30 @@ static inline QCOLL_IPC_HD uint64_t qcoll__ipc_err_flags(uint32_t want,
   return ((uint64_t)(seen & 0xffu) << 24) | ((uint64_t)(want & 0xffu) << 8);
 }
 
+/* The fields of an error word, for whoever reads one. */
+static inline QCOLL_IPC_HD unsigned qcoll__ipc_err_kind(uint64_t w) {
+  return (unsigned)(w >> 56) & 0xffu;
+}
+static inline QCOLL_IPC_HD int qcoll__ipc_err_block(uint64_t w) {
+  return (int)((w >> 40) & 0xffffu);
+}
+static inline QCOLL_IPC_HD int qcoll__ipc_err_phase(uint64_t w) {
+  return (int)((w >> 32) & 0xffu);
+}
+static inline QCOLL_IPC_HD int qcoll__ipc_err_peer(uint64_t w) {
+  return (int)((w >> 16) & 0xffu);
+}
+static inline QCOLL_IPC_HD int qcoll__ipc_err_rank(uint64_t w) {
+  return (int)(w & 0xffu);
+}
+/* Low bytes of the flag value a timed-out block awaited and last saw. */
+static inline QCOLL_IPC_HD unsigned qcoll__ipc_err_awaited(uint64_t w) {
+  return (unsigned)(w >> 8) & 0xffu;
+}
+static inline QCOLL_IPC_HD unsigned qcoll__ipc_err_seen(uint64_t w) {
+  return (unsigned)(w >> 24) & 0xffu;
+}
+
 /* What a kernel needs to know about the communicator.  Passed by value, so
  * a captured graph holds only these constants: all state that changes from
  * one call to the next lives in device memory. */

@@ -401,10 +401,9 @@ static void test_missing_peer(World &w) {
   int timeouts = 0;
   for (int r = 0; r + 1 < w.n; r++) {
     unsigned long long e = w.words[r][0];
-    unsigned kind = (unsigned)(e >> 56) & 0xffu;
-    unsigned peer = (unsigned)(e >> 16) & 0xffu;
-    unsigned want = (unsigned)(e >> 8) & 0xffu,
-             seen = (unsigned)(e >> 24) & 0xffu;
+    unsigned kind = qcoll__ipc_err_kind(e);
+    unsigned peer = (unsigned)qcoll__ipc_err_peer(e);
+    unsigned want = qcoll__ipc_err_awaited(e), seen = qcoll__ipc_err_seen(e);
     if (kind == QCOLL_IPC_ERR_TIMEOUT) {
       timeouts++;
       if ((int)peer != w.n - 1)
