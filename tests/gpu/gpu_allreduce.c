@@ -20,30 +20,6 @@ static char *dev_send, *dev_recv; /* capacity bytes each, with guards */
 static char *host_buf, *host_expected;
 static size_t capacity;
 
-static size_t ipc_bytes_setting(void) {
-  const char *v = getenv("QCOLL_IPC_BYTES");
-  if (!v || !*v) return (size_t)64 << 20;
-  char *end;
-  unsigned long long x = strtoull(v, &end, 10);
-  if (*end == 'K' || *end == 'k') x <<= 10;
-  if (*end == 'M' || *end == 'm') x <<= 20;
-  if (*end == 'G' || *end == 'g') x <<= 30;
-  return (size_t)x;
-}
-
-/* Every rank's hash of its result must be the same. */
-static void check_same_on_all_ranks(const void *result, size_t bytes,
-                                    const char *what) {
-  uint64_t mine = gt_hash(result, bytes);
-  uint64_t *all = calloc((size_t)gt_nranks, sizeof *all);
-  GT_QCOLL(comm, qcoll_all_gather(&mine, all, 1, QCOLL_U64, comm, NULL));
-  for (int r = 0; r < gt_nranks; r++)
-    if (all[r] != mine)
-      gt_fail("%s: rank %d's result hashes to %016llx, this rank's to %016llx",
-              what, r, (unsigned long long)all[r], (unsigned long long)mine);
-  free(all);
-}
-
 static void run_case(qcoll_algo_t algo, qcoll_dtype_t dtype, qcoll_op_t op,
                      size_t count, const gt_placement_t *pl,
                      gt_pattern_t pattern, uint32_t seed) {
@@ -97,7 +73,7 @@ static void run_case(qcoll_algo_t algo, qcoll_dtype_t dtype, qcoll_op_t op,
       }
     }
   }
-  check_same_on_all_ranks(host_buf + recv_lead, count * es, what);
+  gt_check_same_on_all_ranks(comm, host_buf + recv_lead, count * es, what);
 }
 
 /* Calls every build must refuse or serve otherwise. */
@@ -151,7 +127,7 @@ int main(void) {
   gt_skip_without_gpu("gpu_allreduce");
   comm = gt_init();
   GT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  const size_t ipc_bytes = ipc_bytes_setting();
+  const size_t ipc_bytes = gt_env_bytes("QCOLL_IPC_BYTES", (size_t)64 << 20);
   /* Larger than the whole IPC buffer, so certainly larger than a region. */
   const size_t big_f32 = ipc_bytes / 4 + 5;
   const size_t big_bf16 = ipc_bytes / 2 + 3;

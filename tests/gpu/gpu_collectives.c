@@ -280,17 +280,6 @@ static size_t compare(const void *want, const void *got, size_t count,
   return bad;
 }
 
-static size_t env_size(const char *name, size_t fallback) {
-  const char *v = getenv(name);
-  if (!v || !*v) return fallback;
-  char *end = NULL;
-  double x = strtod(v, &end);
-  if (end && (*end == 'K' || *end == 'k')) x *= 1024;
-  if (end && (*end == 'M' || *end == 'm')) x *= 1024 * 1024;
-  if (end && (*end == 'G' || *end == 'g')) x *= 1024.0 * 1024 * 1024;
-  return (size_t)x;
-}
-
 static void *xmalloc(size_t bytes) {
   void *p = malloc(bytes ? bytes : 1);
   if (!p) {
@@ -1156,8 +1145,8 @@ int main(int argc, char **argv) {
   }
   if (argc > 1 && !strcmp(argv[1], "failure")) return test_failure();
 
-  ipc_bytes = env_size("QCOLL_IPC_BYTES", (size_t)64 << 20);
-  p2p_bytes = env_size("QCOLL_IPC_P2P_BYTES", (size_t)1 << 20);
+  ipc_bytes = gt_env_bytes("QCOLL_IPC_BYTES", (size_t)64 << 20);
+  p2p_bytes = gt_env_bytes("QCOLL_IPC_P2P_BYTES", (size_t)1 << 20);
   gt_note("device %d, QCOLL_IPC_BYTES %zu, QCOLL_IPC_P2P_BYTES %zu",
           gt_device(), ipc_bytes, p2p_bytes);
   pool_bytes = (size_t)gt_nranks * ((size_t)1 << 20) * 8 + 2 * GUARD + 64;

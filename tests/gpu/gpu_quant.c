@@ -54,33 +54,10 @@ static char *host_buf, *host_expected;
 static size_t capacity;
 static size_t ipc_bytes;
 
-static size_t ipc_bytes_setting(void) {
-  const char *v = getenv("QCOLL_IPC_BYTES");
-  if (!v || !*v) return (size_t)64 << 20;
-  char *end;
-  unsigned long long x = strtoull(v, &end, 10);
-  if (*end == 'K' || *end == 'k') x <<= 10;
-  if (*end == 'M' || *end == 'm') x <<= 20;
-  if (*end == 'G' || *end == 'g') x <<= 30;
-  return (size_t)x;
-}
-
 /* Elements of one quantised launch for this world size (quant_layout.h). */
 static size_t chunk_elems(qcoll_quant_t fmt) {
   return qcoll__qlayout_chunk_elems(qcoll__ipc_region_bytes(ipc_bytes),
                                     gt_nranks, qcoll__codec_group_bytes(fmt));
-}
-
-static void check_same_on_all_ranks(const void *result, size_t bytes,
-                                    const char *what) {
-  uint64_t mine = gt_hash(result, bytes);
-  uint64_t *all = calloc((size_t)gt_nranks, sizeof *all);
-  GT_QCOLL(comm, qcoll_all_gather(&mine, all, 1, QCOLL_U64, comm, NULL));
-  for (int r = 0; r < gt_nranks; r++)
-    if (all[r] != mine)
-      gt_fail("%s: rank %d's result hashes to %016llx, this rank's to %016llx",
-              what, r, (unsigned long long)all[r], (unsigned long long)mine);
-  free(all);
 }
 
 static qcoll_status_t quant_call(const void *send, void *recv, size_t count,
@@ -105,7 +82,8 @@ static int check_result(const qt_inputs_t *in, qcoll_quant_t fmt,
   gt_compare(host_expected, got, in->count, in->dtype, what);
   double worst = 0, rms = 0;
   qt_check_bound(in, fmt, got, what, &worst, &rms);
-  check_same_on_all_ranks(got, in->count * qcoll_dtype_size(in->dtype), what);
+  gt_check_same_on_all_ranks(comm, got, in->count * qcoll_dtype_size(in->dtype),
+                             what);
   if (report && gt_rank == 0 && gt_failures() == before)
     gt_note(
         "%s: ok (bit-exact, same on all ranks; rms error %.2e of the "
@@ -388,7 +366,7 @@ static void graph_case(qcoll_quant_t fmt, qcoll_dtype_t dtype, size_t count,
   char *host = malloc(bytes * REPLAYS);
   if (!host) exit(1);
   GT_CUDA(cudaMemcpy(host, history, bytes * REPLAYS, cudaMemcpyDeviceToHost));
-  check_same_on_all_ranks(host, bytes * REPLAYS, what);
+  gt_check_same_on_all_ranks(comm, host, bytes * REPLAYS, what);
   double worst_all = 0;
   for (int k = 0; k < REPLAYS && gt_failures() - before < 10; k++) {
     char label[240];
@@ -458,7 +436,7 @@ int main(void) {
   setenv("QCOLL_QUANT_MIN_BYTES", "0", 1);
   comm = gt_init();
   GT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  ipc_bytes = ipc_bytes_setting();
+  ipc_bytes = gt_env_bytes("QCOLL_IPC_BYTES", (size_t)64 << 20);
   capacity = (MAX_CASE_ELEMS + 2 * GT_GUARD_ELEMS) * 4;
   GT_CUDA(cudaMalloc((void **)&dev_send, capacity));
   GT_CUDA(cudaMalloc((void **)&dev_recv, capacity));

@@ -107,6 +107,17 @@ const gt_placement_t gt_placements[] = {
 const size_t gt_placement_count =
     sizeof gt_placements / sizeof gt_placements[0];
 
+size_t gt_env_bytes(const char *name, size_t fallback) {
+  const char *v = getenv(name);
+  if (!v || !*v) return fallback;
+  char *end = NULL;
+  double x = strtod(v, &end);
+  if (end && (*end == 'K' || *end == 'k')) x *= 1024;
+  if (end && (*end == 'M' || *end == 'm')) x *= 1024 * 1024;
+  if (end && (*end == 'G' || *end == 'g')) x *= 1024.0 * 1024 * 1024;
+  return (size_t)x;
+}
+
 /* ---- data ------------------------------------------------------------- */
 
 static uint32_t mix32(uint32_t x) {

@@ -37,6 +37,10 @@ void gt_skip_without_gpu(const char *prog);
 qcoll_comm_t gt_init(void);
 /* The device gt_init made current. */
 int gt_device(void);
+/* Every rank's hash of its result must equal this rank's: a failure per
+ * rank that differs, counted in the return value. */
+size_t gt_check_same_on_all_ranks(qcoll_comm_t comm, const void *result,
+                                  size_t bytes, const char *what);
 
 /* ---- in gpu_test.c: CUDA only ---------------------------------------------
  */
@@ -78,6 +82,8 @@ void gt_upload(void *dst, const void *src, size_t bytes);
  * (and exit), never a test that sits until CTest kills it. */
 void gt_wait_stream(cudaStream_t stream, double seconds, const char *what);
 double gt_now(void);
+/* A byte size from the environment (K, M, G suffixes), or fallback. */
+size_t gt_env_bytes(const char *name, size_t fallback);
 
 /* Where the buffers of an all-reduce case lie: in or out of place, and how
  * many elements send and recv sit past a 16-byte boundary. */

@@ -46,3 +46,20 @@ qcoll_comm_t gt_init(void) {
 int gt_device(void) {
   return device;
 }
+
+size_t gt_check_same_on_all_ranks(qcoll_comm_t comm, const void *result,
+                                  size_t bytes, const char *what) {
+  uint64_t mine = gt_hash(result, bytes);
+  uint64_t *all = calloc((size_t)gt_nranks, sizeof *all);
+  if (!all) exit(1);
+  GT_QCOLL(comm, qcoll_all_gather(&mine, all, 1, QCOLL_U64, comm, NULL));
+  size_t differ = 0;
+  for (int r = 0; r < gt_nranks; r++)
+    if (all[r] != mine) {
+      gt_fail("%s: rank %d's result hashes to %016llx, this rank's to %016llx",
+              what, r, (unsigned long long)all[r], (unsigned long long)mine);
+      differ++;
+    }
+  free(all);
+  return differ;
+}
