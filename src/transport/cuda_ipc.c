@@ -268,16 +268,14 @@ static void setup_local(qcoll_comm_t comm, cudaStream_t s, ipc_record_t *rec) {
   if (qcoll__ipc_region_bytes(cc->buffer_bytes) == 0) {
     set_reason(rec->reason,
                "QCOLL_IPC_BYTES=%zu on rank %d is too small (at least %d)",
-               cc->buffer_bytes, comm->rank,
-               QCOLL_IPC_HEADER_BYTES + 2 * QCOLL_IPC_REGION_ALIGN);
+               cc->buffer_bytes, comm->rank, QCOLL_IPC_MIN_BUFFER_BYTES);
     return;
   }
   /* The send/recv inboxes follow the data regions, so the regions (and the
    * all-reduce chunks) are what QCOLL_IPC_BYTES alone makes them. */
   cc->p2p.pair_bytes =
       qcoll__ipc_p2p_pair_bytes(qcoll__env_bytes("QCOLL_IPC_P2P_BYTES"));
-  cc->p2p.offset =
-      qcoll__ipc_p2p_offset(qcoll__ipc_region_bytes(cc->buffer_bytes));
+  cc->p2p.offset = qcoll__ipc_p2p_offset(cc->buffer_bytes);
   rec->p2p_pair_bytes = cc->p2p.pair_bytes;
   if ((err = cudaMalloc((void **)&cc->buffer,
                         qcoll__ipc_alloc_bytes(cc->buffer_bytes, comm->nranks,
@@ -640,7 +638,7 @@ qcoll_status_t qcoll__cuda_comm_init(qcoll_comm_t comm) {
   for (int p = 0; p < comm->nranks; p++) v->bases[p] = cc->peers[p];
   v->error_word = cc->host_words_dev;
   v->host_abort = cc->host_words_dev + 1;
-  v->region_bytes = qcoll__ipc_region_bytes(cc->buffer_bytes);
+  qcoll__ipc_view_set_layout(v, cc->buffer_bytes);
   /* timeout_s may be huge ("never"): clamp rather than overflow. */
   v->timeout_ns = comm->timeout_s >= 1.8e10
                       ? 18000000000000000000ull
@@ -658,9 +656,10 @@ qcoll_status_t qcoll__cuda_comm_init(qcoll_comm_t comm) {
             coll_max_grid, cc->p2p.pair_bytes >> 10);
   QLOG_INFO(comm, CUDA,
             "CUDA IPC ready: %d ranks, %d on this GPU, grid <= %d blocks, "
-            "2 regions of %zu KiB, one-shot up to %zu bytes",
+            "2 regions of %zu KiB and 2 one-shot regions of %zu KiB, "
+            "one-shot up to %zu bytes",
             comm->nranks, cc->ranks_on_gpu, max_grid, v->region_bytes >> 10,
-            cc->oneshot_max_bytes);
+            v->oneshot_bytes >> 10, cc->oneshot_max_bytes);
   goto out;
 
 unusable_unmapped:
@@ -876,7 +875,8 @@ qcoll_status_t qcoll__cuda_all_reduce(qcoll_comm_t comm, const void *sendbuf,
   if (st != QCOLL_OK) return st;
   if (count == 0) return QCOLL_OK;
 
-  const size_t chunk = qcoll__cuda_all_reduce_chunk_elems(&cc->view, dtype);
+  const size_t chunk =
+      qcoll__cuda_all_reduce_chunk_elems(&cc->view, ipc_algo, dtype);
   const size_t chunks = (count + chunk - 1) / chunk;
   for (size_t k = 0; k < chunks; k++) {
     size_t offset = k * chunk;

@@ -27,7 +27,7 @@ static void all_reduce(world_t *w, qcoll__ipc_algo_t algo, void *const *send,
                        void *const *recv, size_t count, qcoll_dtype_t dtype,
                        qcoll_op_t op, cudaStream_t *streams) {
   size_t es = gt_dtype_size(dtype);
-  size_t chunk = qcoll__cuda_all_reduce_chunk_elems(&w->views[0], dtype);
+  size_t chunk = qcoll__cuda_all_reduce_chunk_elems(&w->views[0], algo, dtype);
   for (size_t off = 0; off < count; off += chunk) {
     size_t m = count - off < chunk ? count - off : chunk;
     for (int r = 0; r < w->n; r++)
@@ -117,8 +117,8 @@ static void run_case(world_t *w, qcoll__ipc_algo_t algo, qcoll_dtype_t dtype,
 static void test_exact(world_t *w) {
   static const qcoll_dtype_t dtypes[] = {QCOLL_F16, QCOLL_BF16, QCOLL_F32};
   static const qcoll_op_t ops[] = {QCOLL_SUM, QCOLL_MIN, QCOLL_MAX};
-  size_t chunk_f32 =
-      qcoll__cuda_all_reduce_chunk_elems(&w->views[0], QCOLL_F32);
+  size_t chunk_f32 = qcoll__cuda_all_reduce_chunk_elems(
+      &w->views[0], QCOLL_IPC_TWOSHOT, QCOLL_F32);
   const size_t counts[] = {
       1, 7, 1000, 4099, (size_t)1 << 20, 3 * chunk_f32 + 7};
   int before = gt_failures();
@@ -212,7 +212,8 @@ static void test_graph_replay(world_t *w, qcoll__ipc_algo_t algo, size_t count,
     cudaGraph_t graph;
     GT_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
     GT_CUDA(gt_fill_launch(send[r], count, dtype, 0, counter[r], s));
-    size_t chunk = qcoll__cuda_all_reduce_chunk_elems(&w->views[r], dtype);
+    size_t chunk =
+        qcoll__cuda_all_reduce_chunk_elems(&w->views[r], algo, dtype);
     size_t es = gt_dtype_size(dtype);
     for (size_t off = 0; off < count; off += chunk)
       GT_CUDA(qcoll__cuda_all_reduce_launch(

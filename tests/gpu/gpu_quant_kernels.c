@@ -231,8 +231,9 @@ static void test_mixed(world_t *w) {
   gt_reference(expected, un, GT_SMALL_INTS, w->n, 9, QCOLL_F32, QCOLL_SUM);
   /* Rounds of: quantised, two-shot, quantised (other format), one-shot. */
   const int rounds = 20;
-  const size_t chunk =
-      qcoll__cuda_all_reduce_chunk_elems(&w->views[0], QCOLL_F32);
+  /* The smaller chunk (one-shot's) serves both algorithms. */
+  const size_t chunk = qcoll__cuda_all_reduce_chunk_elems(
+      &w->views[0], QCOLL_IPC_ONESHOT, QCOLL_F32);
   char *const *qs = (char *const *)qsend, *const *qr = (char *const *)qrecv;
   for (int k = 0; k < rounds; k++) {
     quant_all(w, qs, 0, qr, GT_GUARD_ELEMS * 4, qn, QCOLL_F32,

@@ -43,7 +43,7 @@ void world_init(world_t *w, int n, size_t ipc_bytes, double timeout_s) {
     GT_CUDA(cudaHostGetDevicePointer((void **)&dev_words, w->words[r], 0));
     v->error_word = dev_words;
     v->host_abort = dev_words + 1;
-    v->region_bytes = qcoll__ipc_region_bytes(ipc_bytes);
+    qcoll__ipc_view_set_layout(v, ipc_bytes);
     v->rank = r;
     v->nranks = n;
   }

@@ -8,10 +8,19 @@
  * into one contiguous range per block; block b of every rank handles the
  * same range, so blocks only ever wait on peer blocks of the same index.
  *
- *  one-shot:  copy my input range into my region 0;  barrier 0;  read the
- *             range from every rank's region 0, reduce, write my output;
- *             barrier 1 (closing: nobody reads my region 0 any more, so the
- *             next launch may overwrite it).
+ *  one-shot:  copy my input range into my one-shot region P;  barrier 0;
+ *             read the range from every rank's one-shot region P, reduce,
+ *             write my output.  P is the parity of the number of one-shot
+ *             launches this rank has completed (a counter in its buffer,
+ *             advanced by the last block of each launch), so consecutive
+ *             one-shot launches alternate between the two regions.  No
+ *             closing barrier is needed: peers may still read my region P
+ *             after I finish, but my next one-shot writes the other region,
+ *             and the one-shot after that starts only once this rank has
+ *             passed barrier 0 of the next one, which every peer reaches
+ *             only after its kernel for this launch has finished.  No other
+ *             kernel touches the one-shot regions, and the one-shot writes
+ *             nothing else that a peer reads.
  *  two-shot:  copy my input range into my region 0;  barrier 0;  the range
  *             is cut into nranks segments and rank r reduces segment r from
  *             every rank's region 0 into its own region 1;  barrier 1;
@@ -35,12 +44,15 @@
  * kernel advances the epoch, never the host, so a captured graph replays
  * correctly: nothing that changes between calls is a kernel argument.  A
  * barrier of phase p in block b: __syncthreads; thread t < nranks (t !=
- * rank) issues a system-scope fence and a release store of e into peer t's
+ * rank) issues a release store (system scope; it orders the block's
+ * writes, which the __syncthreads ordered before it) of e into peer t's
  * slot [b][rank][p], then spins with acquire loads on its own slot
- * [b][t][p] until it equals e.  Because every rank's block b runs the same
- * sequence of launches, their epochs advance in lockstep; a slot is never
- * rewritten before its reader has consumed it, since the writer would first
- * need a later flag from that reader.  Flag and data regions are fixed per
+ * [b][t][p] until it reaches e (signed distance modulo 2^32).  Because
+ * every rank's block b runs the same sequence of launches, their epochs
+ * advance in lockstep, at most one launch apart: after a one-shot a peer
+ * may overwrite a slot with its next epoch before this rank has read it,
+ * which "reaches" accepts, but it cannot go further without this rank's
+ * next flag.  Flag and data regions are fixed per
  * phase, independent of message and grid size.
  *
  * The protocol's code (primitives, epochs, barriers, deadlines) is in
@@ -176,28 +188,32 @@ __device__ __forceinline__ void store_user(T *dst, size_t i, size_t count,
   }
 }
 
+/* Packs [begin, end) of the user's input staged at byte `offset` of this
+ * rank's buffer. */
 template <typename T>
 __device__ __forceinline__ void copy_in(const qcoll__ipc_view_t &v,
-                                        const BlockState *s, const T *src,
-                                        size_t count, size_t begin,
-                                        size_t end) {
+                                        const BlockState *s, size_t offset,
+                                        const T *src, size_t count,
+                                        size_t begin, size_t end) {
   const bool aligned = (reinterpret_cast<uintptr_t>(src) % kPackBytes) == 0;
-  uint4 *mine = reinterpret_cast<uint4 *>(region(v, s, v.rank, 0));
+  uint4 *mine = reinterpret_cast<uint4 *>(s->bases[v.rank] + offset);
   for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x)
     mine[i] = load_user(src, i, count, aligned).raw;
 }
 
-/* Pack i reduced over every rank's region 0, in rank order.  All loads are
- * issued before the first add.  Loads bypass L1 (peers wrote the data). */
+/* Pack i reduced over every rank's staged input (at byte `offset` of each
+ * rank's buffer), in rank order.  All loads are issued before the first
+ * add.  Loads bypass L1 (peers wrote the data). */
 template <typename T, typename Op>
 __device__ __forceinline__ Pack<T> reduce_pack(const qcoll__ipc_view_t &v,
-                                               const BlockState *s, size_t i) {
+                                               const BlockState *s,
+                                               size_t offset, size_t i) {
   constexpr int E = Pack<T>::kElems;
   uint4 in[QCOLL_IPC_MAX_RANKS];
 #pragma unroll
   for (int p = 0; p < QCOLL_IPC_MAX_RANKS; p++)
     if (p < v.nranks)
-      in[p] = __ldcg(reinterpret_cast<const uint4 *>(region(v, s, p, 0)) + i);
+      in[p] = __ldcg(reinterpret_cast<const uint4 *>(s->bases[p] + offset) + i);
   float acc[E];
   Pack<T> x;
   x.raw = in[0];
@@ -218,25 +234,43 @@ __device__ __forceinline__ Pack<T> reduce_pack(const qcoll__ipc_view_t &v,
   return out;
 }
 
+/* ---- the one-shot launch counter ----------------------------------------- */
+
+/* Thread 0 of every block, on every exit path: the last block of the
+ * launch to get here advances the launch counter. */
+__device__ __forceinline__ void oneshot_count_out(const qcoll__ipc_view_t &v,
+                                                  const BlockState *s) {
+  if (threadIdx.x != 0) return;
+  uint32_t *c = oneshot_counter(v, s);
+  if (atomicAdd(&c[0], 1u) == gridDim.x - 1) {
+    c[0] = 0;
+    c[1] += 1u;
+  }
+}
+
 /* ---- kernels ------------------------------------------------------------ */
 
 template <typename T, typename Op>
 __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     oneshot_kernel(qcoll__ipc_view_t v, const T *send, T *recv, size_t count) {
   __shared__ BlockState s;
+  /* block_begin read the launch counter (s.oneshots) before any block of
+   * this launch can advance it (oneshot_count_out), and after the previous
+   * launch's last write: kernels of a stream run one after another. */
   block_begin(v, &s);
+  const size_t staged = qcoll__ipc_oneshot_offset(v.oneshot_bytes, s.oneshots);
   const size_t packs = (count + Pack<T>::kElems - 1) / Pack<T>::kElems;
   size_t begin, end;
   block_range(packs, &begin, &end);
 
-  copy_in(v, &s, send, count, begin, end);
-  if (!block_barrier(v, 0, &s)) return;
-
-  const bool aligned = (reinterpret_cast<uintptr_t>(recv) % kPackBytes) == 0;
-  for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x)
-    store_user(recv, i, count, aligned, reduce_pack<T, Op>(v, &s, i));
-  if (!block_barrier(v, 1, &s)) return;
-  block_end(v, &s);
+  copy_in(v, &s, staged, send, count, begin, end);
+  if (block_barrier(v, 0, &s)) {
+    const bool aligned = (reinterpret_cast<uintptr_t>(recv) % kPackBytes) == 0;
+    for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x)
+      store_user(recv, i, count, aligned, reduce_pack<T, Op>(v, &s, staged, i));
+    block_end(v, &s);
+  }
+  oneshot_count_out(v, &s);
 }
 
 template <typename T, typename Op>
@@ -250,7 +284,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
   const size_t len = end - begin;
   const int n = v.nranks;
 
-  copy_in(v, &s, send, count, begin, end);
+  const size_t inputs =
+      qcoll__ipc_region_offset(v.oneshot_bytes, v.region_bytes, 0);
+  copy_in(v, &s, inputs, send, count, begin, end);
   if (!block_barrier(v, 0, &s)) return;
 
   /* My segment, reduced into my region 1. */
@@ -259,7 +295,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     size_t seg_end = begin + len * (size_t)(v.rank + 1) / (size_t)n;
     uint4 *result = reinterpret_cast<uint4 *>(region(v, &s, v.rank, 1));
     for (size_t i = seg_begin + threadIdx.x; i < seg_end; i += blockDim.x)
-      result[i] = reduce_pack<T, Op>(v, &s, i).raw;
+      result[i] = reduce_pack<T, Op>(v, &s, inputs, i).raw;
   }
   if (!block_barrier(v, 1, &s)) return;
 
@@ -330,9 +366,12 @@ extern "C" int qcoll__cuda_all_reduce_supported(qcoll_dtype_t dtype,
 }
 
 extern "C" size_t qcoll__cuda_all_reduce_chunk_elems(
-    const qcoll__ipc_view_t *view, qcoll_dtype_t dtype) {
+    const qcoll__ipc_view_t *view, qcoll__ipc_algo_t algo,
+    qcoll_dtype_t dtype) {
   size_t es = elem_bytes(dtype);
-  return es ? view->region_bytes / es : 0;
+  size_t bytes =
+      algo == QCOLL_IPC_ONESHOT ? view->oneshot_bytes : view->region_bytes;
+  return es ? bytes / es : 0;
 }
 
 extern "C" int qcoll__cuda_all_reduce_grid(const qcoll__ipc_view_t *view,
@@ -356,7 +395,7 @@ extern "C" cudaError_t qcoll__cuda_all_reduce_launch(
     void *recvbuf, size_t count, qcoll_dtype_t dtype, qcoll_op_t op,
     cudaStream_t stream) {
   kernel_fn fn = pick_kernel(algo, dtype, op);
-  if (!fn || count > qcoll__cuda_all_reduce_chunk_elems(view, dtype) ||
+  if (!fn || count > qcoll__cuda_all_reduce_chunk_elems(view, algo, dtype) ||
       view->nranks < 1 || view->nranks > QCOLL_IPC_MAX_RANKS)
     return cudaErrorInvalidValue;
   if (count == 0) return cudaSuccess;

@@ -142,7 +142,8 @@ __device__ __forceinline__ uint32_t *slot_words(const qcoll__ipc_view_t &v,
                                                 const BlockState *s, int owner,
                                                 int index, int slot) {
   return reinterpret_cast<uint32_t *>(
-      s->bases[owner] + QCOLL_IPC_HEADER_BYTES +
+      s->bases[owner] +
+      qcoll__ipc_region_offset(v.oneshot_bytes, v.region_bytes, 0) +
       qcoll__qlayout_slot_offset(v.region_bytes, v.nranks, index, slot));
 }
 

@@ -338,7 +338,7 @@ __device__ __forceinline__ uint4 reduce_pack(const BlockState *s, int nranks,
 /* Byte offset of data region `index` in every rank's buffer. */
 __device__ __forceinline__ size_t region_offset(const qcoll__ipc_view_t &v,
                                                 int index) {
-  return QCOLL_IPC_HEADER_BYTES + (size_t)index * v.region_bytes;
+  return qcoll__ipc_region_offset(v.oneshot_bytes, v.region_bytes, index);
 }
 
 /* Bytes of one sub-block of region 0 (reduce-scatter, all-to-all). */

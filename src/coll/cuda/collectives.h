@@ -160,16 +160,19 @@ static inline size_t qcoll__ipc_p2p_pair_bytes(size_t requested) {
   return b < QCOLL_IPC_P2P_ALIGN ? QCOLL_IPC_P2P_ALIGN : b;
 }
 
-/* Where the inboxes start: right after the data regions. */
-static inline size_t qcoll__ipc_p2p_offset(size_t region_bytes) {
-  return QCOLL_IPC_HEADER_BYTES + (size_t)QCOLL_IPC_REGIONS * region_bytes;
+/* Where the inboxes start in an IPC buffer of buffer_bytes: right after
+ * the data regions. */
+static inline size_t qcoll__ipc_p2p_offset(size_t buffer_bytes) {
+  return qcoll__ipc_region_offset(qcoll__ipc_oneshot_bytes(buffer_bytes),
+                                  qcoll__ipc_region_bytes(buffer_bytes),
+                                  QCOLL_IPC_REGIONS);
 }
 
 /* Bytes to allocate for a rank's IPC buffer of buffer_bytes (launch.h
  * layout) followed by the inboxes of nranks senders. */
 static inline size_t qcoll__ipc_alloc_bytes(size_t buffer_bytes, int nranks,
                                             size_t pair_bytes) {
-  return qcoll__ipc_p2p_offset(qcoll__ipc_region_bytes(buffer_bytes)) +
+  return qcoll__ipc_p2p_offset(buffer_bytes) +
          (size_t)nranks * pair_bytes;
 }
 

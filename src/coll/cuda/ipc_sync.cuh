@@ -75,6 +75,7 @@ struct BlockState {
                                        by a run-time rank without a local
                                        copy of the kernel parameters */
   uint32_t epoch;
+  uint32_t oneshots; /* one-shot launches this rank completed (allreduce.cu) */
   int failed; /* set by any thread whose wait failed; read after a barrier */
 };
 
@@ -87,6 +88,14 @@ __device__ __forceinline__ uint32_t *flag_slot(const BlockState *s, int owner,
 __device__ __forceinline__ uint32_t *abort_word(const BlockState *s,
                                                 int owner) {
   return reinterpret_cast<uint32_t *>(s->bases[owner] + QCOLL_IPC_ABORT_OFFSET);
+}
+/* [0]: blocks of the running one-shot launch that finished; [1]: one-shot
+ * launches completed.  Local to this rank (launch.h layout; allreduce.cu
+ * advances it). */
+__device__ __forceinline__ uint32_t *oneshot_counter(const qcoll__ipc_view_t &v,
+                                                     const BlockState *s) {
+  return reinterpret_cast<uint32_t *>(s->bases[v.rank] +
+                                      QCOLL_IPC_ONESHOT_COUNTER_OFFSET);
 }
 __device__ __forceinline__ uint32_t *epoch_counter(const qcoll__ipc_view_t &v,
                                                    const BlockState *s) {
@@ -156,11 +165,14 @@ __device__ __forceinline__ bool wait_until(const qcoll__ipc_view_t &v,
   }
 }
 
-/* Spin until *slot holds this launch's epoch. */
+/* Spin until *slot holds this launch's epoch or a later one: a peer may
+ * already have moved on to its next launch and overwritten the slot (the
+ * one-shot has no closing barrier), but never further, since its next
+ * barrier needs this rank's next flag. */
 __device__ __forceinline__ bool wait_flag(const qcoll__ipc_view_t &v,
                                           BlockState *s, const uint32_t *slot,
                                           int peer, int phase) {
-  return wait_until(v, s, slot, s->epoch, false, peer, phase);
+  return wait_until(v, s, slot, s->epoch, true, peer, phase);
 }
 
 /* Barrier of this block with the same block of every peer.  Returns false
@@ -170,7 +182,9 @@ __device__ __forceinline__ bool block_barrier(const qcoll__ipc_view_t &v,
   __syncthreads(); /* the block's earlier writes happen before the flag */
   const int t = threadIdx.x;
   if (t < v.nranks && t != v.rank) {
-    __threadfence_system();
+    /* The release store (system scope) orders before it everything that
+     * happens before it: the block's writes, through the __syncthreads
+     * above.  No separate fence is needed. */
     store_release_sys(flag_slot(s, t, v.rank, phase), s->epoch);
     if (!wait_flag(v, s, flag_slot(s, v.rank, t, phase), t, phase))
       s->failed = 1;
@@ -184,9 +198,12 @@ __device__ __forceinline__ void block_begin(const qcoll__ipc_view_t &v,
   if (threadIdx.x == 0) {
 #pragma unroll
     for (int p = 0; p < QCOLL_IPC_MAX_RANKS; p++) s->bases[p] = v.bases[p];
+    /* Both loads are issued before either is used: one memory latency. */
+    const uint32_t oneshots = oneshot_counter(v, s)[1];
     uint32_t e = *epoch_counter(v, s) + 1u;
     if (e == 0) e = 1; /* zero is what unwritten flags hold */
     s->epoch = e;
+    s->oneshots = oneshots;
     s->failed = 0;
   }
   __syncthreads();
@@ -200,8 +217,8 @@ __device__ __forceinline__ void block_end(const qcoll__ipc_view_t &v,
 __device__ __forceinline__ char *region(const qcoll__ipc_view_t &v,
                                         const BlockState *s, int owner,
                                         int index) {
-  return s->bases[owner] + QCOLL_IPC_HEADER_BYTES +
-         (size_t)index * v.region_bytes;
+  return s->bases[owner] +
+         qcoll__ipc_region_offset(v.oneshot_bytes, v.region_bytes, index);
 }
 
 }  // namespace

@@ -8,15 +8,22 @@
  *
  *   [0, 4 KiB)        header: the abort word (a peer that gave up writes
  *                     its rank + 1 here), scratch words for init checks,
- *                     and the verification slots written by peers at init
- *                     (one per writer rank)
+ *                     the one-shot launch counter, and the verification
+ *                     slots written by peers at init (one per writer rank)
  *   [4 KiB, +flags)   flag slots [block][writer rank][phase], uint32 each,
  *                     written by peers (release, system scope)
  *   [.., +epochs)     per-block epoch counters, uint32, local to this rank
- *   [64 KiB, ...)     QCOLL_IPC_REGIONS data regions of region_bytes each
+ *   [64 KiB, ...)     two one-shot regions of oneshot_bytes each (the
+ *                     one-shot all-reduce alternates between them, so it
+ *                     needs no closing barrier: see allreduce.cu)
+ *   [.., ...)         QCOLL_IPC_REGIONS data regions of region_bytes each
  *                     (region 0: inputs; region 1: two-shot results; the
  *                     quantised two-shot cuts each into one slot per rank,
  *                     see quant_layout.h)
+ *
+ * qcoll__ipc_oneshot_bytes and qcoll__ipc_region_bytes give the sizes, and
+ * qcoll__ipc_region_offset / qcoll__ipc_oneshot_offset the offsets, as
+ * functions of the buffer size alone.
  */
 #ifndef QCOLL_COLL_CUDA_LAUNCH_H
 #define QCOLL_COLL_CUDA_LAUNCH_H
@@ -51,6 +58,9 @@ extern "C" {
 
 #define QCOLL_IPC_ABORT_OFFSET 0
 #define QCOLL_IPC_SCRATCH_OFFSET 64 /* QCOLL_IPC_MAX_RANKS uint32, local */
+/* One-shot launch counter: [0] blocks of the running launch that have
+ * finished, [1] one-shot launches completed (its parity picks the region). */
+#define QCOLL_IPC_ONESHOT_COUNTER_OFFSET 128
 #define QCOLL_IPC_PROBE_OFFSET 256
 #define QCOLL_IPC_PROBE_WORDS 32 /* uint32 words written by each writer */
 #define QCOLL_IPC_PROBE_BYTES (QCOLL_IPC_MAX_RANKS * QCOLL_IPC_PROBE_WORDS * 4)
@@ -73,13 +83,48 @@ static inline QCOLL_IPC_HD size_t qcoll__ipc_flag_index(int block, int writer,
          (size_t)phase;
 }
 
-/* Size of each data region for an IPC buffer of `buffer_bytes`; 0 when the
- * buffer is too small to hold a header and two regions. */
-static inline size_t qcoll__ipc_region_bytes(size_t buffer_bytes) {
-  if (buffer_bytes < QCOLL_IPC_HEADER_BYTES + 2 * QCOLL_IPC_REGION_ALIGN)
+/* One-shot regions: an eighth of the data space, at most this much (a
+ * larger one-shot message is cut into launches of this size). */
+#define QCOLL_IPC_ONESHOT_MAX_REGION (2u * 1024u * 1024u)
+
+/* Size of each of the two one-shot regions for an IPC buffer of
+ * `buffer_bytes`; 0 when the buffer is too small (see region_bytes). */
+static inline QCOLL_IPC_HD size_t qcoll__ipc_oneshot_bytes(size_t buffer_bytes) {
+  if (buffer_bytes < QCOLL_IPC_HEADER_BYTES + 4 * QCOLL_IPC_REGION_ALIGN)
     return 0;
-  size_t r = (buffer_bytes - QCOLL_IPC_HEADER_BYTES) / QCOLL_IPC_REGIONS;
+  size_t o = (buffer_bytes - QCOLL_IPC_HEADER_BYTES) / 8 /
+             QCOLL_IPC_REGION_ALIGN * QCOLL_IPC_REGION_ALIGN;
+  if (o < QCOLL_IPC_REGION_ALIGN) o = QCOLL_IPC_REGION_ALIGN;
+  return o > QCOLL_IPC_ONESHOT_MAX_REGION ? QCOLL_IPC_ONESHOT_MAX_REGION : o;
+}
+
+/* Smallest IPC buffer that holds a header, two one-shot regions and
+ * QCOLL_IPC_REGIONS data regions. */
+#define QCOLL_IPC_MIN_BUFFER_BYTES \
+  (QCOLL_IPC_HEADER_BYTES + 4 * QCOLL_IPC_REGION_ALIGN)
+
+/* Size of each data region for an IPC buffer of `buffer_bytes`; 0 when the
+ * buffer is smaller than QCOLL_IPC_MIN_BUFFER_BYTES. */
+static inline QCOLL_IPC_HD size_t qcoll__ipc_region_bytes(size_t buffer_bytes) {
+  size_t o = qcoll__ipc_oneshot_bytes(buffer_bytes);
+  if (o == 0) return 0;
+  size_t r = (buffer_bytes - QCOLL_IPC_HEADER_BYTES - 2 * o) / QCOLL_IPC_REGIONS;
   return r / QCOLL_IPC_REGION_ALIGN * QCOLL_IPC_REGION_ALIGN;
+}
+
+/* Offset of one-shot region `parity` (0 or 1) in every rank's buffer. */
+static inline QCOLL_IPC_HD size_t qcoll__ipc_oneshot_offset(
+    size_t oneshot_bytes, unsigned parity) {
+  return QCOLL_IPC_HEADER_BYTES + (size_t)(parity & 1u) * oneshot_bytes;
+}
+
+/* Offset of data region `index` (0 .. QCOLL_IPC_REGIONS; the last value is
+ * where the data regions end) in every rank's buffer. */
+static inline QCOLL_IPC_HD size_t qcoll__ipc_region_offset(size_t oneshot_bytes,
+                                                           size_t region_bytes,
+                                                           int index) {
+  return QCOLL_IPC_HEADER_BYTES + 2 * oneshot_bytes +
+         (size_t)index * region_bytes;
 }
 
 /* The asynchronous error word (host-mapped pinned memory) that a kernel
@@ -143,6 +188,7 @@ typedef struct qcoll__ipc_view {
   const unsigned long long
       *host_abort;               /* host-mapped; non-zero: stop waiting */
   size_t region_bytes;           /* size of each data region */
+  size_t oneshot_bytes;          /* size of each one-shot region */
   unsigned long long timeout_ns; /* deadline of every device-side wait */
   int rank;
   int nranks;
@@ -154,11 +200,21 @@ typedef enum qcoll__ipc_algo {
   QCOLL_IPC_TWOSHOT = 1,
 } qcoll__ipc_algo_t;
 
+/* The view's region sizes for an IPC buffer of `buffer_bytes`: the one
+ * place that derives them, for the transport and the tests alike. */
+static inline void qcoll__ipc_view_set_layout(qcoll__ipc_view_t *v,
+                                              size_t buffer_bytes) {
+  v->region_bytes = qcoll__ipc_region_bytes(buffer_bytes);
+  v->oneshot_bytes = qcoll__ipc_oneshot_bytes(buffer_bytes);
+}
+
 /* Whether the all-reduce kernels support this dtype and op. */
 int qcoll__cuda_all_reduce_supported(qcoll_dtype_t dtype, qcoll_op_t op);
 
-/* Largest number of elements one launch handles (one data region). */
+/* Largest number of elements one launch of `algo` handles (one one-shot
+ * region, or one data region for the two-shot). */
 size_t qcoll__cuda_all_reduce_chunk_elems(const qcoll__ipc_view_t *view,
+                                          qcoll__ipc_algo_t algo,
                                           qcoll_dtype_t dtype);
 
 /* Grid used for one launch of `count` elements: a function of the

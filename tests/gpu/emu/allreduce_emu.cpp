@@ -310,7 +310,8 @@ static void run_plain(World &w, qcoll__ipc_algo_t algo, qcoll_dtype_t d,
         in_place ? std::vector<char>() : std::vector<char>(bytes, (char)0x5a);
   }
   for (int r = 0; r < w.n; r++) w.views[r].max_grid = grid_limit;
-  const size_t chunk = qcoll__cuda_all_reduce_chunk_elems(&w.views[0], d);
+  const size_t chunk =
+      qcoll__cuda_all_reduce_chunk_elems(&w.views[0], algo, d);
   for (size_t off = 0; off < count; off += chunk)
     for (int r = 0; r < w.n; r++) {
       char *s = send[r].data() + (lead + off) * es;
@@ -346,7 +347,8 @@ static void test_plain(World &w) {
   static const qcoll_op_t ops[] = {QCOLL_SUM, QCOLL_MIN, QCOLL_MAX};
   for (qcoll__ipc_algo_t a : algos)
     for (qcoll_dtype_t d : dts) {
-      const size_t chunk = qcoll__cuda_all_reduce_chunk_elems(&w.views[0], d);
+      const size_t chunk =
+          qcoll__cuda_all_reduce_chunk_elems(&w.views[0], a, d);
       const size_t counts[] = {1,    7,         8 * (size_t)w.n + 3,
                                1000, chunk + 5, 2 * chunk + 11};
       for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {

@@ -104,7 +104,7 @@ struct World {
   World(int n_, size_t buffer_bytes_, size_t pair_bytes, int max_grid)
       : n(n_), buffer_bytes(buffer_bytes_) {
     p2p.pair_bytes = qcoll__ipc_p2p_pair_bytes(pair_bytes);
-    p2p.offset = qcoll__ipc_p2p_offset(qcoll__ipc_region_bytes(buffer_bytes));
+    p2p.offset = qcoll__ipc_p2p_offset(buffer_bytes);
     size_t alloc = qcoll__ipc_alloc_bytes(buffer_bytes, n, p2p.pair_bytes);
     for (int r = 0; r < n; r++) {
       char *b = (char *)aligned_alloc(4096, (alloc + 4095) / 4096 * 4096);

@@ -1,7 +1,7 @@
 /*
  * Included before every emulated kernel file (tests/gpu/emu): the CUDA
- * keywords and intrinsics the IPC kernels use, for a CPU where a block is
- * an OS thread and a CUDA thread a coroutine of it (coll_emu.cpp).
+ * keywords and intrinsics the IPC and codec kernels use, for a CPU where a
+ * block is an OS thread and a CUDA thread a coroutine of it (coll_emu.cpp).
  *  - __shared__ variables are per OS thread, so per block;
  *  - __syncthreads() switches coroutines until every thread of the block
  *    has arrived (or returned);
@@ -39,6 +39,10 @@ cudaError_t emu_launch(const void *fn, dim3 grid, void **args, int nargs,
 #define __syncthreads() emu_syncthreads()
 #define __threadfence_system() __atomic_thread_fence(__ATOMIC_SEQ_CST)
 #define __nanosleep(ns) emu_yield()
+/* Blocks are OS threads: a device-scope atomic is a C++ atomic. */
+static inline unsigned atomicAdd(unsigned *p, unsigned v) {
+  return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+}
 /* The launchers pass an array of argument pointers: its length tells the
  * kernel's signature. */
 #define cudaLaunchKernel(fn, grid, block, args, smem, stream) \
@@ -83,6 +87,20 @@ static inline uint4 __ldcg(const uint4 *p) {
 }
 static inline uint32_t __ldcg(const uint32_t *p) {
   return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+/* The 16-byte value vector of the codec kernels' loads and stores, 16-byte
+ * aligned like CUDA's. */
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+static inline float4 make_float4(float x, float y, float z, float w) {
+  float4 v;
+  v.x = x;
+  v.y = y;
+  v.z = z;
+  v.w = w;
+  return v;
 }
 
 /* Warp exchanges, for blocks of exactly one warp (emu_runtime.inc): every
