@@ -9,8 +9,9 @@
  *   encode_group(fmt, in[32], out)        decode_group(fmt, in, out[32])
  *   encode(fmt, in, n, out)               decode(fmt, in, n, out)
  *   per element, for kernels: abs_bits, enc_scale, encode_lane, dec_scale,
- *   decode_lane, store_scale/load_scale, pack/unpack_one; device only:
- *   warp_encode, warp_decode (one group per warp).
+ *   decode_lane, store_scale/load_scale, pack/unpack_one; four codes at a
+ *   time: quad_bytes, pack_quad, quad_code; device only: warp_encode,
+ *   warp_decode (one group per warp).
  * fmt is QCOLL_QUANT_FP8, _INT8, _INT6 or _INT4; for any other value sizes
  * are 0 and nothing is written.  Host f16/bf16 data converts to and from f32
  * with core/dtype.h.
@@ -143,6 +144,15 @@
  * qcoll__codec_warp_encode / qcoll__codec_warp_decode below do exactly this;
  * a kernel that keeps a whole group in one thread uses encode_group /
  * decode_group.  Both give the same bytes.
+ *
+ * ==== Four elements per lane ==============================================
+ *
+ * Lane k of eight holds elements 4k..4k+3: the group's amax is the max of
+ * the four abs_bits and of the other seven lanes' (3 shuffles), every lane
+ * derives the scale itself, and its four codes, packed by pack_quad, are
+ * exactly quad_bytes(fmt) = 4, 3 or 2 bytes of the packed codes at
+ * group + 4 + quad_bytes * k (no byte is shared between lanes).  Decoding
+ * reads those bytes back as one word and takes quad_code(fmt, word, j).
  */
 #ifndef QCOLL_COLL_CODEC_H
 #define QCOLL_COLL_CODEC_H
@@ -473,6 +483,33 @@ QCOLL_HD uint32_t qcoll__codec_unpack_one(qcoll_quant_t fmt, const uint8_t *src,
     case QCOLL_QUANT_INT4: return (src[i >> 1] >> (4 * (i & 1))) & 0xfu;
     default: return 0;
   }
+}
+
+/* Four codes at a time, for kernels that give each lane elements 4k..4k+3
+ * of a group.  Four codes of 8, 6 or 4 bits end on a byte boundary, so
+ * they are qcoll__codec_quad_bytes(fmt) = 4, 3 or 2 whole bytes of the
+ * packed codes, starting at byte quad_bytes * k, and a lane can write or
+ * read them without touching its neighbours' bytes. */
+QCOLL_HD uint32_t qcoll__codec_quad_bytes(qcoll_quant_t fmt) {
+  return qcoll__codec_code_bits(fmt) / 2;
+}
+
+/* Codes 4k..4k+3 of a group as qcoll__codec_pack lays them out: the low
+ * quad_bytes(fmt) bytes of the result, least significant first, are bytes
+ * quad_bytes * k .. of the packed codes (code j at bit code_bits * j, the
+ * same LSB-first order as pack's INT6 word and INT4 nibbles). */
+QCOLL_HD uint32_t qcoll__codec_pack_quad(qcoll_quant_t fmt,
+                                         const uint32_t codes[4]) {
+  uint32_t b = qcoll__codec_code_bits(fmt);
+  return codes[0] | codes[1] << b | codes[2] << 2 * b | codes[3] << 3 * b;
+}
+
+/* Code j (0..3) of a word holding four packed codes (qcoll__codec_pack_quad,
+ * or quad_bytes(fmt) bytes of packed codes read least significant first). */
+QCOLL_HD uint32_t qcoll__codec_quad_code(qcoll_quant_t fmt, uint32_t quad,
+                                         int j) {
+  uint32_t b = qcoll__codec_code_bits(fmt);
+  return (quad >> (b * (uint32_t)j)) & ((1u << b) - 1u);
 }
 
 /* ---- whole groups and buffers ----------------------------------------- */

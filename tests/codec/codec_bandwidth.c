@@ -10,7 +10,7 @@
  * cudaMemcpyAsync of the same M MiB, counted the same way (read + write).
  * "ratio" is the bandwidth of encode+decode (both kernels' bytes over both
  * kernels' times) over the copy's.  With --require R the program exits 1
- * when the better variant of any format stays below R (the quantised
+ * when the best variant of any format stays below R (the quantised
  * all-reduce aims at R = 0.8), 77 when no GPU is usable.
  */
 #include <cuda_runtime.h>
@@ -145,13 +145,12 @@ int main(int argc, char **argv) {
          "ratio");
   static const qcoll_quant_t formats[] = {QCOLL_QUANT_FP8, QCOLL_QUANT_INT8,
                                           QCOLL_QUANT_INT6, QCOLL_QUANT_INT4};
-  static const char *const variant_names[] = {"warp", "thread"};
   int below = 0;
   for (size_t f = 0; f < 4; f++) {
     double best = 0;
     w.fmt = formats[f];
     const double enc_bytes = (double)qcoll__codec_encoded_bytes(w.fmt, w.n);
-    for (int v = 0; v < 2; v++) {
+    for (int v = 0; v < QCOLL_CODEC_CUDA_VARIANTS; v++) {
       w.variant = (qcoll__codec_cuda_variant_t)v;
       double e = time_ms(do_encode, &w, o.iters, w.stream);
       double d = time_ms(do_decode, &w, o.iters, w.stream);
@@ -159,8 +158,8 @@ int main(int argc, char **argv) {
       double both = gbps(moved, e + d), ratio = both / copy_bw;
       if (ratio > best) best = ratio;
       printf("%-6s %-7s %12.3f %12.1f %12.3f %12.1f %12.1f %7.2f\n",
-             qcoll_quant_name(w.fmt), variant_names[v], e,
-             gbps((double)value_bytes + enc_bytes, e), d,
+             qcoll_quant_name(w.fmt), qcoll__codec_cuda_variant_name(w.variant),
+             e, gbps((double)value_bytes + enc_bytes, e), d,
              gbps((double)value_bytes + enc_bytes, d), both, ratio);
     }
     if (o.require > 0 && best < o.require) {

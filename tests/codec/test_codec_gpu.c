@@ -1,9 +1,11 @@
 /*
  * The GPU encode/decode kernels (src/coll/cuda/codec_kernels.cu) against the
- * CPU reference of codec.h, bit for bit: every format, both thread mappings,
- * buffers of Gaussian values, rare outliers, arbitrary finite bit patterns,
- * exact ties, subnormal groups and groups holding inf/NaN, with a partial
- * last group.  Exits 77 (skipped) when no CUDA device is usable.
+ * CPU reference of codec.h, bit for bit: every format, every kernel variant
+ * (codec_launch.h), buffers of Gaussian values, rare outliers, arbitrary
+ * finite bit patterns, exact ties, subnormal groups and groups holding
+ * inf/NaN, with a partial last group, from aligned buffers and from
+ * pointers that are not (the segment variant's scalar path).  Exits 77
+ * (skipped) when no CUDA device is usable.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -19,6 +21,7 @@
 
 #include "coll/codec.h"
 #include "coll/cuda/codec_launch.h"
+#include "quant_data.h"
 
 #define G QCOLL_CODEC_GROUP
 
@@ -26,49 +29,36 @@ static const qcoll_quant_t FORMATS[] = {QCOLL_QUANT_INT8, QCOLL_QUANT_INT6,
                                         QCOLL_QUANT_INT4, QCOLL_QUANT_FP8};
 static const char *const FORMAT_NAMES[] = {"INT8", "INT6", "INT4", "FP8"};
 
-static uint64_t rng_next(uint64_t *s) { /* splitmix64 */
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-static double rng_gauss(uint64_t *s) {
-  double u1 = ((double)(rng_next(s) >> 11) + 0.5) / 9007199254740992.0;
-  double u2 = ((double)(rng_next(s) >> 11) + 0.5) / 9007199254740992.0;
-  return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
-
-/* One group of each kind in turn, so every kernel launch sees all of them. */
 static void fill(float *x, size_t n, uint32_t range, uint64_t seed) {
-  uint64_t s = seed;
+  qd_rng_t s = {seed};
   for (size_t g0 = 0; g0 < n; g0 += G) {
     size_t len = n - g0 < G ? n - g0 : G;
-    int kind = (int)((g0 / G) % 7), e = (int)(rng_next(&s) % 271) - 150;
+    int kind = (int)((g0 / G) % 7), e = (int)(qd_next(&s) % 271) - 150;
     for (size_t i = 0; i < len; i++) {
       float v;
       uint32_t u;
       switch (kind) {
-        case 0: v = (float)ldexp(rng_gauss(&s), e); break;
+        case 0: v = (float)ldexp(qd_gauss(&s), e); break;
         case 1:
-          v = (float)(rng_gauss(&s) * (rng_next(&s) % 64 ? 1.0 : 1e6));
+          v = (float)(qd_gauss(&s) * (qd_next(&s) % 64 ? 1.0 : 1e6));
           break;
         case 2:
-          do u = (uint32_t)rng_next(&s);
+          do u = (uint32_t)qd_next(&s);
           while ((u & 0x7f800000u) == 0x7f800000u);
           memcpy(&v, &u, 4);
           break;
         case 3: /* ties: (m + 1/2) 2^k with amax R 2^k */
-          v = (float)ldexp((double)(rng_next(&s) % (2 * range)) - range + 0.5,
+          v = (float)ldexp((double)(qd_next(&s) % (2 * range)) - range + 0.5,
                            e / 2);
           if (i == 7) v = (float)ldexp((double)range, e / 2);
           break;
         case 4: /* subnormal */
-          u = (uint32_t)(rng_next(&s) % 0x00800000u) |
-              (uint32_t)(rng_next(&s) & 1) << 31;
+          u = (uint32_t)(qd_next(&s) % 0x00800000u) |
+              (uint32_t)(qd_next(&s) & 1) << 31;
           memcpy(&v, &u, 4);
           break;
         case 5: /* one inf or NaN in the group */
-          v = (float)rng_gauss(&s);
+          v = (float)qd_gauss(&s);
           if (i == (size_t)(g0 / G) % len) v = (g0 / G) & 1 ? INFINITY : NAN;
           break;
         default: v = 0.0f; break; /* all zero */
@@ -88,66 +78,100 @@ static void fill(float *x, size_t n, uint32_t range, uint64_t seed) {
     }                                                           \
   } while (0)
 
+/* Byte offsets of the f32 and the encoded buffers from cudaMalloc's
+ * alignment: aligned for every vector access, then neither.  Each buffer
+ * has SLACK bytes more than it needs, poisoned and checked afterwards. */
+static const size_t VALUE_OFFSETS[] = {0, 4};
+static const size_t CODE_OFFSETS[] = {0, 1};
+#define SLACK 16
+
+/* Whether the bytes of base[0, SLACK + len) outside [off, off + len) still
+ * hold the poison value v. */
+static int slack_intact(const uint8_t *base, size_t off, size_t len, int v) {
+  for (size_t i = 0; i < SLACK + len; i++)
+    if ((i < off || i >= off + len) && base[i] != (uint8_t)v) return 0;
+  return 1;
+}
+
 static void check_size(size_t n, uint64_t seed) {
   for (size_t f = 0; f < 4; f++) {
     qcoll_quant_t fmt = FORMATS[f];
     size_t bytes = qcoll__codec_encoded_bytes(fmt, n);
     float *x = malloc(n * sizeof(float)), *host_y = malloc(n * sizeof(float));
-    float *dev_y = malloc(n * sizeof(float));
-    uint8_t *host_enc = malloc(bytes), *dev_enc = malloc(bytes);
-    assert_non_null(x), assert_non_null(host_y), assert_non_null(dev_y);
-    assert_non_null(host_enc), assert_non_null(dev_enc);
+    uint8_t *dev_y_all = malloc(n * sizeof(float) + SLACK);
+    uint8_t *host_enc = malloc(bytes), *dev_enc_all = malloc(bytes + SLACK);
+    assert_non_null(x), assert_non_null(host_y), assert_non_null(dev_y_all);
+    assert_non_null(host_enc), assert_non_null(dev_enc_all);
     fill(x, n, qcoll__codec_range(fmt), seed + f);
     qcoll__codec_encode(fmt, x, n, host_enc);
     qcoll__codec_decode(fmt, host_enc, n, host_y);
 
-    float *d_x, *d_y;
-    uint8_t *d_enc;
-    CUDA_OK(cudaMalloc((void **)&d_x, n * sizeof(float)));
-    CUDA_OK(cudaMalloc((void **)&d_y, n * sizeof(float)));
-    CUDA_OK(cudaMalloc((void **)&d_enc, bytes));
-    CUDA_OK(cudaMemcpy(d_x, x, n * sizeof(float), cudaMemcpyHostToDevice));
-    for (int variant = 0; variant < 2; variant++) {
-      const char *vname = variant == QCOLL_CODEC_CUDA_WARP ? "warp" : "thread";
-      /* encode on the GPU: same bytes */
-      CUDA_OK(cudaMemset(d_enc, 0xa5, bytes));
+    float *x_base, *y_base;
+    uint8_t *enc_base;
+    CUDA_OK(cudaMalloc((void **)&x_base, n * sizeof(float) + SLACK));
+    CUDA_OK(cudaMalloc((void **)&y_base, n * sizeof(float) + SLACK));
+    CUDA_OK(cudaMalloc((void **)&enc_base, bytes + SLACK));
+    for (int run = 0; run < 2 * QCOLL_CODEC_CUDA_VARIANTS; run++) {
+      const int place = run / QCOLL_CODEC_CUDA_VARIANTS;
+      const int variant = run % QCOLL_CODEC_CUDA_VARIANTS;
+      const char *vname =
+          qcoll__codec_cuda_variant_name((qcoll__codec_cuda_variant_t)variant);
+      const size_t x_off = VALUE_OFFSETS[place], enc_off = CODE_OFFSETS[place];
+      float *d_x = (float *)((char *)x_base + x_off);
+      float *d_y = (float *)((char *)y_base + x_off);
+      uint8_t *d_enc = enc_base + enc_off;
+      uint8_t *dev_enc = dev_enc_all + enc_off;
+      const float *dev_y = (const float *)(dev_y_all + x_off);
+      CUDA_OK(cudaMemcpy(d_x, x, n * sizeof(float), cudaMemcpyHostToDevice));
+      /* encode on the GPU: same bytes, none outside */
+      CUDA_OK(cudaMemset(enc_base, 0xa5, bytes + SLACK));
       CUDA_OK(qcoll__codec_cuda_encode(
           fmt, (qcoll__codec_cuda_variant_t)variant, d_x, n, d_enc, NULL));
-      CUDA_OK(cudaMemcpy(dev_enc, d_enc, bytes, cudaMemcpyDeviceToHost));
+      CUDA_OK(cudaMemcpy(dev_enc_all, enc_base, bytes + SLACK,
+                         cudaMemcpyDeviceToHost));
+      if (!slack_intact(dev_enc_all, enc_off, bytes, 0xa5)) {
+        print_error("%s %s n=%zu place %d: encoding wrote outside its bytes\n",
+                    FORMAT_NAMES[f], vname, n, place);
+        fail();
+      }
       for (size_t i = 0; i < bytes; i++)
         if (dev_enc[i] != host_enc[i]) {
           print_error(
-              "%s %s n=%zu: encoded byte %zu (group %zu) is 0x%02x on the GPU, "
-              "0x%02x on "
-              "the host\n",
-              FORMAT_NAMES[f], vname, n, i, i / qcoll__codec_group_bytes(fmt),
-              dev_enc[i], host_enc[i]);
+              "%s %s n=%zu place %d: encoded byte %zu (group %zu) is 0x%02x "
+              "on the GPU, 0x%02x on the host\n",
+              FORMAT_NAMES[f], vname, n, place, i,
+              i / qcoll__codec_group_bytes(fmt), dev_enc[i], host_enc[i]);
           fail();
         }
       /* decode the host's bytes on the GPU: same floats, bit for bit */
       CUDA_OK(cudaMemcpy(d_enc, host_enc, bytes, cudaMemcpyHostToDevice));
-      CUDA_OK(cudaMemset(d_y, 0xff, n * sizeof(float)));
+      CUDA_OK(cudaMemset(y_base, 0xff, n * sizeof(float) + SLACK));
       CUDA_OK(qcoll__codec_cuda_decode(
           fmt, (qcoll__codec_cuda_variant_t)variant, d_enc, n, d_y, NULL));
-      CUDA_OK(
-          cudaMemcpy(dev_y, d_y, n * sizeof(float), cudaMemcpyDeviceToHost));
+      CUDA_OK(cudaMemcpy(dev_y_all, y_base, n * sizeof(float) + SLACK,
+                         cudaMemcpyDeviceToHost));
+      if (!slack_intact(dev_y_all, x_off, n * sizeof(float), 0xff)) {
+        print_error("%s %s n=%zu place %d: decoding wrote outside its values\n",
+                    FORMAT_NAMES[f], vname, n, place);
+        fail();
+      }
       if (memcmp(dev_y, host_y, n * sizeof(float)) != 0) {
         for (size_t i = 0; i < n; i++)
           if (memcmp(&dev_y[i], &host_y[i], 4) != 0) {
             print_error(
-                "%s %s n=%zu: decoded value %zu is %a on the GPU, %a on the "
-                "host\n",
-                FORMAT_NAMES[f], vname, n, i, (double)dev_y[i],
+                "%s %s n=%zu place %d: decoded value %zu is %a on the GPU, %a "
+                "on the host\n",
+                FORMAT_NAMES[f], vname, n, place, i, (double)dev_y[i],
                 (double)host_y[i]);
             break;
           }
         fail();
       }
     }
-    CUDA_OK(cudaFree(d_x));
-    CUDA_OK(cudaFree(d_y));
-    CUDA_OK(cudaFree(d_enc));
-    free(x), free(host_y), free(dev_y), free(host_enc), free(dev_enc);
+    CUDA_OK(cudaFree(x_base));
+    CUDA_OK(cudaFree(y_base));
+    CUDA_OK(cudaFree(enc_base));
+    free(x), free(host_y), free(dev_y_all), free(host_enc), free(dev_enc_all);
   }
 }
 
@@ -160,26 +184,25 @@ static void test_gpu_matches_cpu(void **state) {
     values += sizes[k];
   }
   print_message(
-      "GPU == CPU bit for bit: %zu values x 4 formats x {warp, thread} x "
-      "{encode, "
-      "decode}\n",
-      values);
+      "GPU == CPU bit for bit: %zu values x 4 formats x %d variants x "
+      "{aligned, unaligned} x {encode, decode}\n",
+      values, QCOLL_CODEC_CUDA_VARIANTS);
 }
 
 static void test_bad_format(void **state) {
   (void)state;
-  assert_int_equal(
-      qcoll__codec_cuda_encode(QCOLL_QUANT_NONE, QCOLL_CODEC_CUDA_WARP, NULL,
-                               32, NULL, NULL),
-      cudaErrorInvalidValue);
-  assert_int_equal(
-      qcoll__codec_cuda_decode(QCOLL_QUANT_DEFAULT, QCOLL_CODEC_CUDA_THREAD,
-                               NULL, 32, NULL, NULL),
-      cudaErrorInvalidValue);
-  assert_int_equal(
-      qcoll__codec_cuda_encode(QCOLL_QUANT_INT4, QCOLL_CODEC_CUDA_WARP, NULL, 0,
-                               NULL, NULL),
-      cudaSuccess);
+  for (int v = 0; v < QCOLL_CODEC_CUDA_VARIANTS; v++) {
+    const qcoll__codec_cuda_variant_t variant = (qcoll__codec_cuda_variant_t)v;
+    assert_int_equal(qcoll__codec_cuda_encode(QCOLL_QUANT_NONE, variant, NULL,
+                                              32, NULL, NULL),
+                     cudaErrorInvalidValue);
+    assert_int_equal(qcoll__codec_cuda_decode(QCOLL_QUANT_DEFAULT, variant,
+                                              NULL, 32, NULL, NULL),
+                     cudaErrorInvalidValue);
+    assert_int_equal(qcoll__codec_cuda_encode(QCOLL_QUANT_INT4, variant, NULL,
+                                              0, NULL, NULL),
+                     cudaSuccess);
+  }
 }
 
 int main(void) {

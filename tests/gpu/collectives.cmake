@@ -85,6 +85,26 @@ if(CMAKE_CXX_COMPILER)
   add_test(NAME unit.allreduce_kernels_emu.n2 COMMAND allreduce_emu 2)
   set_tests_properties(unit.allreduce_kernels_emu.n2 PROPERTIES TIMEOUT 600 LABELS unit
                        SKIP_RETURN_CODE 77)
+
+  # The codec kernels (codec_kernels.cu, included by the driver, launchers
+  # and all) the same way, in blocks of one warp, against the CPU reference
+  # of codec.h bit for bit: every variant and format.
+  add_executable(codec_emu ${emu_dir}/codec_emu.cpp)
+  set_source_files_properties(${emu_dir}/codec_emu.cpp PROPERTIES COMPILE_OPTIONS
+                              "-include;${emu_dir}/emu_shim.h;-D__CUDACC__=1")
+  target_include_directories(codec_emu BEFORE PRIVATE ${emu_dir}/include ${cuda_src}
+                             ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src
+                             ${PROJECT_SOURCE_DIR}/tests/codec)
+  # -fsanitize=alignment: a word or float4 access at an address the GPU
+  # would fault on stops the test here too (x86 would just do it).
+  target_compile_options(codec_emu PRIVATE -ffp-contract=off -fno-strict-aliasing
+                         -Wno-unknown-pragmas -fsanitize=alignment
+                         -fno-sanitize-recover=alignment)
+  target_link_options(codec_emu PRIVATE -fsanitize=alignment)
+  set_target_properties(codec_emu PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
+  target_link_libraries(codec_emu PRIVATE Threads::Threads m)
+  add_test(NAME unit.codec_kernels_emu COMMAND codec_emu)
+  set_tests_properties(unit.codec_kernels_emu PROPERTIES TIMEOUT 300 LABELS unit)
 else()
   message(STATUS "qcoll: no C++ compiler, the CPU emulation of the IPC kernels is not built")
 endif()

@@ -22,12 +22,33 @@
 extern "C" {
 #endif
 
-/* How the kernel maps groups to threads.  Both give identical bytes; the
- * GPU test runs both. */
+/* How the kernel maps groups to threads.  All give identical bytes; the
+ * GPU test and the CPU emulation (tests/gpu/emu/codec_emu.cpp) run every
+ * one, and the bandwidth test judges the fastest. */
 typedef enum qcoll__codec_cuda_variant {
   QCOLL_CODEC_CUDA_WARP = 0,   /* one warp per group, one value per lane */
   QCOLL_CODEC_CUDA_THREAD = 1, /* one thread per group */
+  /* Eight lanes per group, four consecutive values per lane (one 16-byte
+   * load or store), several groups per lane in flight: the fast one.
+   * Vector accesses need the f32 buffer 16-byte and the encoded buffer
+   * 4-byte aligned; other pointers take a slower path of scalar and byte
+   * accesses, with the same results. */
+  QCOLL_CODEC_CUDA_SEGMENT = 2,
 } qcoll__codec_cuda_variant_t;
+
+/* Number of variants: they are 0 .. QCOLL_CODEC_CUDA_VARIANTS - 1. */
+#define QCOLL_CODEC_CUDA_VARIANTS 3
+
+/* Short name of a variant, for tables and messages ("?" for others). */
+static inline const char *qcoll__codec_cuda_variant_name(
+    qcoll__codec_cuda_variant_t variant) {
+  switch (variant) {
+    case QCOLL_CODEC_CUDA_WARP: return "warp";
+    case QCOLL_CODEC_CUDA_THREAD: return "thread";
+    case QCOLL_CODEC_CUDA_SEGMENT: return "segment";
+    default: return "?";
+  }
+}
 
 /* n f32 values at in -> qcoll__codec_encoded_bytes(fmt, n) bytes at out. */
 int qcoll__codec_cuda_encode(qcoll_quant_t fmt,

@@ -69,8 +69,9 @@ extern "C" size_t qcoll_dtype_size(qcoll_dtype_t d) {
   return d == QCOLL_F32 ? 4 : 2;
 }
 extern "C" const char *qcoll_quant_name(qcoll_quant_t q) {
-  static const char *names[] = {"none", "fp8", "int8", "int6", "int4"};
-  return (unsigned)q < 5 ? names[q] : "?";
+  static const char *names[] = {"default", "none", "fp8", "int8", "int6",
+                                 "int4"};
+  return (unsigned)q < QCOLL_QUANT_COUNT ? names[q] : "?";
 }
 
 /* Small buffers: a chunk is a few thousand values, so messages of tens of
