@@ -9,9 +9,13 @@
  * the unique id, forks N ranks that share the GPUs round-robin, and waits
  * for them.  Every rank runs one exact all-reduce, then all enqueue an
  * all-reduce of many chunks (QCOLL_IPC_BYTES small, so the message takes
- * many launches); the last rank lets its first chunks run with the others
- * for 20 ms and SIGKILLs itself, stamping the time of death in memory the
- * parent shares with every rank.
+ * many launches, forced onto the IPC two-shot); the last rank SIGKILLs
+ * itself as soon as its call returns, stamping the time of death in memory
+ * the parent shares with every rank.  The call returns once its launches
+ * are queued (or, past the queue's depth, most of them have run), while
+ * the message takes the GPUs far longer than that: the death always falls
+ * in the middle of the all-reduce, and a survivor whose all-reduce
+ * completed anyway fails the test (no async error).
  *
  * Each survivor must see its stream finish (the kernels stop waiting: a
  * device-side deadline of TIMEOUT_S), qcoll_comm_get_async_error must say
@@ -31,7 +35,9 @@
 
 #include "gpu_test.h"
 
-#define CHUNKED_COUNT ((size_t)16 << 20) /* 64 MiB of f32: many launches */
+/* 256 MiB of f32: about a thousand launches with 1 MiB IPC buffers, tens
+ * of milliseconds of GPU time. */
+#define CHUNKED_COUNT ((size_t)64 << 20)
 #define SMALL_COUNT 4096
 
 typedef struct shared {
@@ -115,7 +121,6 @@ static int rank_main(int rank, int n, const qcoll_unique_id_t *id, shared_t *sh,
                                   comm, stream));
   const int victim = n - 1;
   if (rank == victim) {
-    usleep(20000); /* the first chunks run with the others */
     sh->died_at = gt_now();
     raise(SIGKILL);
   }
@@ -146,6 +151,9 @@ int main(int argc, char **argv) {
   skip_unless_gpu();
   /* Small IPC buffers: the 64 MiB message needs many launches. */
   setenv("QCOLL_IPC_BYTES", "1M", 1);
+  /* Not NCCL (which ranks on separate GPUs would get at this size): the
+   * test is about qcoll's own kernels. */
+  setenv("QCOLL_ALGO", "twoshot", 1);
   shared_t *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE,
                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (sh == MAP_FAILED) return 1;
