@@ -50,16 +50,17 @@ if(CMAKE_CXX_COMPILER)
                        SKIP_RETURN_CODE 77)
 
   # The all-reduce kernels (allreduce.cu, allreduce_quant.cu) the same way,
-  # in blocks of one warp (the quantised kernel's warp code needs 32 lanes)
-  # and with codec.h's warp functions (__CUDACC__).
+  # in blocks of two warps (the quantised kernel deals its work to the warps
+  # of a block, and its shuffles need whole warps) and with codec.h's
+  # device functions (__CUDACC__).
   set(emu_ar ${CMAKE_CURRENT_BINARY_DIR}/emu_allreduce)
   add_custom_command(
     OUTPUT ${emu_ar}/allreduce_emu_kernels.cpp ${emu_ar}/allreduce_quant_emu.cpp
            ${emu_ar}/ipc_sync.cuh ${emu_ar}/emu_status.h
     COMMAND ${CMAKE_COMMAND} -DSRC=${cuda_src} -DOUT=${emu_ar} -DKERNEL=allreduce_quant
-            -DTHREADS=32 -P ${emu_dir}/prepare.cmake
+            -DTHREADS=64 -P ${emu_dir}/prepare.cmake
     COMMAND ${CMAKE_COMMAND} -DSRC=${cuda_src} -DOUT=${emu_ar} -DKERNEL=allreduce
-            -DTHREADS=32 -P ${emu_dir}/prepare.cmake
+            -DTHREADS=64 -P ${emu_dir}/prepare.cmake
     COMMAND ${CMAKE_COMMAND} -E rename ${emu_ar}/allreduce_emu.cpp ${emu_ar}/allreduce_emu_kernels.cpp
     DEPENDS ${cuda_src}/allreduce.cu ${cuda_src}/allreduce_quant.cu ${cuda_src}/ipc_sync.cuh
             ${emu_dir}/prepare.cmake ${emu_dir}/primitives.inc

@@ -43,15 +43,35 @@
  * message split into chunks at group boundaries gives the same bits as one
  * launch, and the same as the CPU model on the whole message.
  *
- * One group per warp: lane i holds value i (codec.h "One group per warp").
- * A warp works on a batch of groups at a time (kBatch in phases 1 and 3),
- * issuing every load of the batch before using the first, so that memory
- * latency is paid once per batch; the order of the arithmetic within each
- * group is unchanged.  Encoded groups are staged in shared memory and moved
- * as 32-bit words (every group size is a multiple of 4 and every slot
- * 16-byte aligned): remote writes are a few coalesced words rather than
- * bytes, and all reads of data that peers wrote are L2 loads (__ldcg) into
- * the stage, never L1.
+ * Eight lanes per group, four values per lane (codec.h "Four elements per
+ * lane"), in all three phases.  A warp is four segments of eight lanes; a
+ * set is four consecutive groups, lane l holding values 4l .. 4l + 3 of
+ * the set (group l / 8 of it, as lane k = l % 8 of its segment), so one
+ * warp access covers 128 consecutive values: an 8-byte (f16/bf16) or
+ * 16-byte (f32) load or store per lane.
+ *  - Encoding (phases 1 and 2): the group's amax is the max of the lane's
+ *    four abs_bits, then of its segment (shuffle xor 4, 2, 1); every lane
+ *    derives the scale itself (enc_scale), encodes its four values
+ *    (encode_lane), packs them (pack_quad) and stores its quad_bytes = 4, 3
+ *    or 2 bytes at group + 4 + quad_bytes * k; lane 0 of the segment stores
+ *    the scale word.  No byte has two writers, so remote writes are direct
+ *    stores, no staging.
+ *  - Decoding (phases 2 and 3): every lane loads the group's scale word and
+ *    the aligned word(s) holding its code bytes (INT6: two words when its 3
+ *    bytes straddle them) with __ldcg (peers wrote them: L2, never L1),
+ *    derives the scale (dec_scale) and decodes four values (quad_code,
+ *    decode_lane).
+ *  - Work is handed out in warp steps of several sets (kEncodeSets,
+ *    kDecodeSets, kReduceLoads); a step issues all its loads before it uses
+ *    the first, so memory latency is paid once per step (phase 2: once per
+ *    chunk of 2 or 4 contributions, taken in rank order).  A block deals
+ *    the steps of its pieces to its warps in turn.
+ *  - The user's buffers are accessed per lane as one 8- or 16-byte vector
+ *    when the pointer is aligned for it and all four values exist, else
+ *    element by element (unaligned pointers, the last group): padding reads
+ *    as zero and nothing past count is written.
+ * Shuffles have full masks: all lanes of a warp run the same steps, lanes
+ * whose group lies past the piece with zeros, storing nothing.
  *
  * Synchronisation protocol: exactly that of allreduce.cu (ipc_sync.cuh): a
  * per-block epoch in device memory advanced by the kernel, release/acquire
@@ -72,7 +92,9 @@
  *
  * Requirements: those of allreduce.cu (residency of the whole grid on every
  * GPU, the same launches in the same order on every rank), plus: no
- * -ftz=true / -use_fast_math (codec.h), and blocks of whole warps.
+ * -ftz=true / -use_fast_math (codec.h), blocks of whole warps, and
+ * little-endian words (scales and codes are moved as words, as codec.h
+ * allows).
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -86,38 +108,46 @@
 namespace {
 
 constexpr int kWarps = kThreads / 32;
-constexpr int kGroupWords = QCOLL_CODEC_MAX_GROUP_BYTES / 4;
-/* Groups a warp has in flight at once: their loads are all issued before
- * the first is used, so memory latency is paid once per batch rather than
- * once per group (phases 1 and 3: one group each; phase 2: n each). */
-constexpr int kBatch = 4;
-constexpr int kReduceBatch = 1;
-
-/* One warp's staging area: the encoded groups it loaded (phase 3: one per
- * group of the batch; phase 2: n contributions per group) and the groups it
- * encodes (phases 1 and 2). */
-struct WarpStage {
-  uint32_t in[kReduceBatch * QCOLL_IPC_MAX_RANKS][kGroupWords];
-  uint32_t out[kBatch][kGroupWords];
-};
-static_assert(kReduceBatch * QCOLL_IPC_MAX_RANKS >= kBatch,
-              "phase 3 stages one group per row");
-static_assert(kReduceBatch <= kBatch, "phase 2 encodes into out[]");
+/* A segment of eight lanes holds one group, four values per lane. */
+constexpr int kSegLanes = 8;
+constexpr int kSegsPerWarp = 32 / kSegLanes; /* groups of one set */
+constexpr int kLaneValues = QCOLL_CODEC_GROUP / kSegLanes;
+static_assert(kLaneValues == 4, "a lane holds one quad of codes");
+/* Sets (four consecutive groups each) of one warp step: every load of a
+ * step is issued before the first value is used.  Phase 1 has 8 or 16
+ * bytes of values per lane and set in flight, phase 3 a scale word and one
+ * or two code words.  Phase 2 keeps kReduceLoads (set, contribution) pairs
+ * in flight: two sets of two contributions for two ranks, else one set
+ * and its contributions four at a time.  More would not fit the registers
+ * of two 512-thread blocks per SM without spilling, and is not needed:
+ * every step is hundreds of instructions per warp, so the SM's other warps
+ * cover the latency. */
+constexpr int kEncodeSets = 4;
+constexpr int kDecodeSets = 4;
+constexpr int kReduceLoads = 4;
+static_assert(kReduceLoads % 4 == 0, "phase 2 takes chunks of 2 or 4");
 
 /* ---- element types: exact to f32, one rounding back ------------------- */
+
+/* Bits: the element as an unsigned integer (how a lane loads it); bits_to_f32
+ * its exact f32 value; from_f32 the one rounding back, NaN canonical. */
 
 template <typename T>
 struct QElem;
 template <>
 struct QElem<float> {
-  static __device__ __forceinline__ float to_f32(float x) { return x; }
+  using Bits = uint32_t;
+  static __device__ __forceinline__ float bits_to_f32(uint32_t b) {
+    return __uint_as_float(b);
+  }
   /* codec.h's only NaN is 0x7fc00000 already. */
   static __device__ __forceinline__ float from_f32(float y) { return y; }
 };
 template <>
 struct QElem<__half> {
-  static __device__ __forceinline__ float to_f32(__half x) {
-    return __half2float(x);
+  using Bits = uint16_t;
+  static __device__ __forceinline__ float bits_to_f32(uint32_t b) {
+    return __half2float(__ushort_as_half((unsigned short)b));
   }
   static __device__ __forceinline__ __half from_f32(float y) {
     return y != y ? __ushort_as_half((unsigned short)0x7e00u)
@@ -126,8 +156,9 @@ struct QElem<__half> {
 };
 template <>
 struct QElem<__nv_bfloat16> {
-  static __device__ __forceinline__ float to_f32(__nv_bfloat16 x) {
-    return __bfloat162float(x);
+  using Bits = uint16_t;
+  static __device__ __forceinline__ float bits_to_f32(uint32_t b) {
+    return __bfloat162float(__ushort_as_bfloat16((unsigned short)b));
   }
   static __device__ __forceinline__ __nv_bfloat16 from_f32(float y) {
     return y != y ? __ushort_as_bfloat16((unsigned short)0x7fc0u)
@@ -135,149 +166,549 @@ struct QElem<__nv_bfloat16> {
   }
 };
 
+/* A lane's four consecutive elements, moved as one 8- or 16-byte access. */
+template <typename T>
+struct alignas(kLaneValues * sizeof(T)) LaneVec {
+  T v[kLaneValues];
+};
+
+/* The same bytes as loaded: whole 32-bit words (so that the two ways of
+ * loading them below end in the same registers, and nothing uses a loaded
+ * value before the step has issued all its loads). */
+template <typename T>
+struct alignas(kLaneValues * sizeof(T)) LaneWords {
+  uint32_t w[kLaneValues * sizeof(T) / 4];
+};
+
+/* Whether p may be accessed as LaneVec<T> at every multiple of four
+ * elements (the user's pointers need not be). */
+template <typename T>
+__device__ __forceinline__ bool vector_ok(const T *p) {
+  return reinterpret_cast<uintptr_t>(p) % sizeof(LaneVec<T>) == 0;
+}
+
+/* The four elements at p, zeros for those at or past `avail` (the number
+ * of values from p on that exist): one vector load when all four exist and
+ * the buffer allows it, else element by element (the last group of a
+ * message, unaligned buffers). */
+template <typename T>
+__device__ __forceinline__ LaneWords<T> load_values(const T *p, int avail,
+                                                    bool vec) {
+  using Bits = typename QElem<T>::Bits;
+  constexpr int kPerWord = 4 / sizeof(T);
+  LaneWords<T> q;
+  if (vec && avail >= kLaneValues) {
+    q = *reinterpret_cast<const LaneWords<T> *>(p);
+  } else {
+    const Bits *e = reinterpret_cast<const Bits *>(p);
+#pragma unroll
+    for (int i = 0; i < kLaneValues / kPerWord; i++) {
+      q.w[i] = 0;
+#pragma unroll
+      for (int h = 0; h < kPerWord; h++)
+        if (i * kPerWord + h < avail)
+          q.w[i] |= (uint32_t)e[i * kPerWord + h] << (8 * sizeof(T) * h);
+    }
+  }
+  return q;
+}
+
+/* Value j of four loaded elements, as f32 (exact). */
+template <typename T>
+__device__ __forceinline__ float value_of(const LaneWords<T> &q, int j) {
+  constexpr int kPerWord = 4 / sizeof(T);
+  return QElem<T>::bits_to_f32(q.w[j / kPerWord] >>
+                               (8 * sizeof(T) * (j % kPerWord)));
+}
+
+/* Store the four values rounded to T at p, only the first `avail`. */
+template <typename T>
+__device__ __forceinline__ void store_values(T *p, int avail, bool vec,
+                                             const float y[kLaneValues]) {
+  if (vec && avail >= kLaneValues) {
+    LaneVec<T> q;
+#pragma unroll
+    for (int j = 0; j < kLaneValues; j++) q.v[j] = QElem<T>::from_f32(y[j]);
+    *reinterpret_cast<LaneVec<T> *>(p) = q;
+  } else {
+#pragma unroll
+    for (int j = 0; j < kLaneValues; j++)
+      if (j < avail) p[j] = QElem<T>::from_f32(y[j]);
+  }
+}
+
+/* ---- one lane's share of a group ----------------------------------------- */
+
+/* What lane k of a segment writes or reads of its group: the group's stored
+ * scale and the lane's codes 4k..4k+3, packed (qcoll__codec_pack_quad). */
+struct LaneCode {
+  uint32_t scale;
+  uint32_t quad;
+};
+
+/* Max of v over the lane's segment (xor 4, 2, 1 stay inside it).  Every
+ * lane of the warp calls it: full-mask shuffles. */
+__device__ __forceinline__ uint32_t segment_max(uint32_t v) {
+#pragma unroll
+  for (int o = kSegLanes / 2; o > 0; o >>= 1) {
+    const uint32_t w = __shfl_xor_sync(0xffffffffu, v, o);
+    v = w > v ? w : v;
+  }
+  return v;
+}
+
+/* Encode the lane's four values of a group held by its segment: the amax of
+ * the group is the segment's max of every lane's four abs_bits, and every
+ * lane derives the scale from it itself (codec.h "Four elements per
+ * lane"). */
+template <int F>
+__device__ __forceinline__ LaneCode encode_values(const float x[kLaneValues]) {
+  constexpr qcoll_quant_t fmt = static_cast<qcoll_quant_t>(F);
+  uint32_t amax = 0;
+#pragma unroll
+  for (int j = 0; j < kLaneValues; j++) {
+    const uint32_t b = qcoll__codec_abs_bits(x[j]);
+    amax = b > amax ? b : amax;
+  }
+  const qcoll__codec_enc_t s = qcoll__codec_enc_scale(fmt, segment_max(amax));
+  uint32_t c[kLaneValues];
+#pragma unroll
+  for (int j = 0; j < kLaneValues; j++)
+    c[j] = qcoll__codec_encode_lane(fmt, x[j], s);
+  return LaneCode{s.stored, qcoll__codec_pack_quad(fmt, c)};
+}
+
+/* The lane's four values of a group, from its stored scale and codes. */
+template <int F>
+__device__ __forceinline__ void decode_quad(qcoll__codec_dec_t s, LaneCode c,
+                                            float y[kLaneValues]) {
+  constexpr qcoll_quant_t fmt = static_cast<qcoll_quant_t>(F);
+#pragma unroll
+  for (int j = 0; j < kLaneValues; j++)
+    y[j] = qcoll__codec_decode_lane(fmt, qcoll__codec_quad_code(fmt, c.quad, j),
+                                    s);
+}
+
+/* The same, taking decode_lane's test of a non-finite group once per four
+ * values rather than once per value: each branch is the same call, but
+ * knowing the flag lets the compiler drop the test from the values. */
+template <int F>
+__device__ __forceinline__ void decode_values(LaneCode c,
+                                              float y[kLaneValues]) {
+  constexpr qcoll_quant_t fmt = static_cast<qcoll_quant_t>(F);
+  const qcoll__codec_dec_t s = qcoll__codec_dec_scale(fmt, c.scale);
+  if (s.nonfinite)
+    decode_quad<F>(s, c, y);
+  else
+    decode_quad<F>(s, c, y);
+}
+
+/* Encoded groups in the IPC regions: slots are 16-byte aligned and groups
+ * multiples of 4 bytes, so every scale is a word and lane k's
+ * quad_bytes(fmt) code bytes at group + 4 + quad_bytes * k are a word
+ * (INT8, FP8), a 16-bit half (INT4), or for INT6 (3 bytes at an offset of
+ * 3k) a half and a byte: the half first for even k, the byte first for odd
+ * k.  No byte is written by two lanes. */
+template <int F>
+__device__ __forceinline__ void store_code(uint8_t *group, int k, LaneCode c) {
+  constexpr qcoll_quant_t fmt = static_cast<qcoll_quant_t>(F);
+  const uint32_t qb = qcoll__codec_quad_bytes(fmt);
+  uint8_t *p = group + QCOLL_CODEC_SCALE_BYTES + qb * (uint32_t)k;
+  if (k == 0) *reinterpret_cast<uint32_t *>(group) = c.scale;
+  if (qb == 4) {
+    *reinterpret_cast<uint32_t *>(p) = c.quad;
+  } else if (qb == 2) {
+    *reinterpret_cast<uint16_t *>(p) = (uint16_t)c.quad;
+  } else if (k & 1) {
+    p[0] = (uint8_t)c.quad;
+    *reinterpret_cast<uint16_t *>(p + 1) = (uint16_t)(c.quad >> 8);
+  } else {
+    *reinterpret_cast<uint16_t *>(p) = (uint16_t)c.quad;
+    p[2] = (uint8_t)(c.quad >> 16);
+  }
+}
+
+/* A lane's share of a group as loaded: the scale word and the one or two
+ * aligned words that hold its code bytes.  Reading is split from combining
+ * (raw_quad) so that a step issues all its loads before it waits for the
+ * first. */
+struct RawCode {
+  uint32_t scale;
+  uint32_t lo, hi;
+};
+
+/* Byte offset of lane k's code bytes in a group. */
+template <int F>
+__device__ __forceinline__ uint32_t quad_offset(int k) {
+  constexpr qcoll_quant_t fmt = static_cast<qcoll_quant_t>(F);
+  return QCOLL_CODEC_SCALE_BYTES + qcoll__codec_quad_bytes(fmt) * (uint32_t)k;
+}
+
+/* Offset of the aligned word holding lane k's first code byte. */
+template <int F>
+__device__ __forceinline__ uint32_t code_word_offset(int k) {
+  return quad_offset<F>(k) & ~3u;
+}
+
+/* Load lane k's share of a group that peers wrote: L2 loads (__ldcg) of
+ * whole aligned words.  `codes` is group + code_word_offset(k): INT8/FP8
+ * read their code word, INT4 the word holding their half, INT6 that word
+ * and, when the 3 bytes at 4 + 3k run into the next word, that one too
+ * (never past the group). */
+template <int F>
+__device__ __forceinline__ RawCode load_code(const uint8_t *group,
+                                             const uint8_t *codes, int k) {
+  constexpr qcoll_quant_t fmt = static_cast<qcoll_quant_t>(F);
+  const uint32_t qb = qcoll__codec_quad_bytes(fmt);
+  const bool split = (quad_offset<F>(k) & 3u) + qb > 4u;
+  RawCode r;
+  r.scale = __ldcg(reinterpret_cast<const uint32_t *>(group));
+  r.lo = __ldcg(reinterpret_cast<const uint32_t *>(codes));
+  r.hi = split ? __ldcg(reinterpret_cast<const uint32_t *>(codes + 4)) : 0u;
+  return r;
+}
+
+/* The lane's packed codes out of the words load_code read (little-endian:
+ * the byte at offset o of a word is bits 8 * (o % 4) up).  Bits above the
+ * four codes may hold a neighbour's; quad_code masks them off. */
+template <int F>
+__device__ __forceinline__ LaneCode raw_quad(RawCode r, int k) {
+  const uint32_t shift = 8u * (quad_offset<F>(k) & 3u);
+  const uint64_t both = (uint64_t)r.hi << 32 | r.lo;
+  return LaneCode{r.scale, (uint32_t)(both >> shift)};
+}
+
 /* ---- addressing --------------------------------------------------------- */
 
-/* Slot `slot` of data region `index` of `owner`'s buffer, as words. */
-__device__ __forceinline__ uint32_t *slot_words(const qcoll__ipc_view_t &v,
-                                                const BlockState *s, int owner,
-                                                int index, int slot) {
-  return reinterpret_cast<uint32_t *>(
-      s->bases[owner] +
-      qcoll__ipc_region_offset(v.oneshot_bytes, v.region_bytes, 0) +
-      qcoll__qlayout_slot_offset(v.region_bytes, v.nranks, index, slot));
+/* Byte offset of slot `slot` of data region `index` in every rank's
+ * buffer. */
+__device__ __forceinline__ size_t slot_offset(const qcoll__ipc_view_t &v,
+                                              int index, int slot) {
+  return qcoll__ipc_region_offset(v.oneshot_bytes, v.region_bytes, 0) +
+         qcoll__qlayout_slot_offset(v.region_bytes, v.nranks, index, slot);
 }
 
-/* This block's piece [*begin, *end) of owner's segment, and the segment's
- * first group *seg_begin. */
-__device__ __forceinline__ void my_piece(size_t groups, int nranks, int owner,
-                                         size_t *seg_begin, size_t *begin,
-                                         size_t *end) {
+/* This block's piece of owner's segment: groups [begin, end), the
+ * segment's first group seg_begin, and limit, the number of values before
+ * `end` that exist (count cuts the last group). */
+struct Piece {
+  size_t seg_begin, begin, end, limit;
+};
+
+__device__ __forceinline__ Piece my_piece(size_t count, int nranks, int owner) {
+  Piece p;
   size_t seg_end;
-  qcoll__qlayout_segment(groups, nranks, owner, seg_begin, &seg_end);
-  qcoll__qlayout_piece(*seg_begin, seg_end, blockIdx.x, gridDim.x, begin, end);
+  qcoll__qlayout_segment(qcoll__codec_groups(count), nranks, owner,
+                         &p.seg_begin, &seg_end);
+  qcoll__qlayout_piece(p.seg_begin, seg_end, blockIdx.x, gridDim.x, &p.begin,
+                       &p.end);
+  const size_t e = p.end * QCOLL_CODEC_GROUP;
+  p.limit = e < count ? e : count;
+  return p;
 }
 
-/* ---- the three phases --------------------------------------------------- */
+/* ---- warp steps ---------------------------------------------------------- */
 
-/* Group u of the batch starting at g0 (warps interleave: warp w handles
- * groups begin + w, begin + w + kWarps, ...). */
-__device__ __forceinline__ size_t batch_group(size_t g0, int u) {
-  return g0 + (size_t)u * kWarps;
+/* A warp step covers kSets sets of four consecutive groups: set u is groups
+ * g0 + 4u .. g0 + 4u + 3, and lane l holds values 4l .. 4l + 3 of it
+ * (group g0 + 4u + l / 8, as lane l % 8 of its segment), so one warp access
+ * covers 128 consecutive values.  A block deals the steps of its pieces to
+ * its warps in turn (phases 1 and 3 continue the deal from one owner's
+ * piece to the next, so that small pieces spread over all warps).
+ *
+ * A warp walks its steps with per-lane pointers to its set-0 group and
+ * values and with the groups and values left in the piece (signed: they go
+ * negative past the end).  Within a step everything is an immediate offset
+ * from those pointers, and lanes whose group lies past the piece take part
+ * in the shuffles with zeros and store nothing. */
+template <int kSets>
+struct Walk {
+  static constexpr int kGroups = kSets * kSegsPerWarp;
+  static constexpr int kValues = kGroups * QCOLL_CODEC_GROUP;
+  ptrdiff_t groups; /* groups left from the step's first one */
+  ptrdiff_t values; /* values left (below the limit) from its first one */
+};
+
+/* The walk of a piece for the warp that takes its step `first`. */
+template <int kSets>
+__device__ __forceinline__ Walk<kSets> walk_from(const Piece &p, size_t first) {
+  Walk<kSets> w;
+  const size_t g0 = p.begin + first * Walk<kSets>::kGroups;
+  w.groups = (ptrdiff_t)p.end - (ptrdiff_t)g0;
+  w.values = (ptrdiff_t)p.limit - (ptrdiff_t)(g0 * QCOLL_CODEC_GROUP);
+  return w;
+}
+
+/* Advance a walk by one round of the block's warps. */
+template <int kSets>
+__device__ __forceinline__ void walk_next(Walk<kSets> *w) {
+  w->groups -= (ptrdiff_t)kWarps * Walk<kSets>::kGroups;
+  w->values -= (ptrdiff_t)kWarps * Walk<kSets>::kValues;
+}
+
+/* What a lane needs of its warp's walk in one step: how many of its sets
+ * have their group inside the piece (sets 0 .. live - 1), and how many
+ * values from its first value of set 0 on are below the limit (set u's
+ * start 128u further on). */
+struct LaneLeft {
+  int live, avail;
+};
+
+template <int kSets>
+__device__ __forceinline__ LaneLeft lane_left(const Walk<kSets> &w, int lane) {
+  const int groups =
+      w.groups < Walk<kSets>::kGroups ? (int)w.groups : Walk<kSets>::kGroups;
+  const int values =
+      w.values < Walk<kSets>::kValues ? (int)w.values : Walk<kSets>::kValues;
+  /* groups >= 1 in a step, so the numerator is never negative. */
+  return LaneLeft{(groups - lane / kSegLanes + kSegsPerWarp - 1) / kSegsPerWarp,
+                  values - lane * kLaneValues};
+}
+
+/* Whether the lane's group of set u is inside the piece. */
+__device__ __forceinline__ bool set_live(LaneLeft t, int u) {
+  return u < t.live;
+}
+
+/* Values of set u from the lane's first on that are below the limit. */
+__device__ __forceinline__ int set_avail(LaneLeft t, int u) {
+  return t.avail - u * kSegsPerWarp * QCOLL_CODEC_GROUP;
+}
+
+/* Steps of a piece of kSets sets each. */
+template <int kSets>
+__device__ __forceinline__ size_t piece_steps(const Piece &p) {
+  return (p.end - p.begin + Walk<kSets>::kGroups - 1) / Walk<kSets>::kGroups;
+}
+
+/* This warp's first step of a piece whose first step goes to warp `first`,
+ * and the warp that takes the first step of the piece after it. */
+__device__ __forceinline__ size_t first_step(int warp, int first) {
+  return (size_t)((warp - first + kWarps) % kWarps);
+}
+__device__ __forceinline__ int next_first(int first, size_t steps) {
+  return (int)(((size_t)first + steps) % kWarps);
+}
+
+/* Byte offset, in a slot whose first group is the segment's, of the
+ * lane's set-0 group of step `first` of a piece. */
+__device__ __forceinline__ size_t lane_group(const Piece &p, size_t first,
+                                             int kGroups, int seg,
+                                             uint32_t gb) {
+  return (p.begin - p.seg_begin + first * (size_t)kGroups + (size_t)seg) * gb;
+}
+
+/* Index, in the user's buffer, of the lane's first value of step `first`
+ * of a piece. */
+__device__ __forceinline__ size_t lane_value(const Piece &p, size_t first,
+                                             int kGroups, int lane) {
+  return (p.begin + first * (size_t)kGroups) * QCOLL_CODEC_GROUP +
+         (size_t)lane * kLaneValues;
+}
+
+/* x, hidden from the optimiser: a step's addresses are then derived from
+ * it inside the step, rather than kept across the whole loop in a register
+ * pair per load (which spills). */
+template <typename X>
+__device__ __forceinline__ X opaque(X x) {
+#ifdef __CUDA_ARCH__
+  asm volatile("" : "+l"(x));
+#endif
+  return x;
+}
+
+/* ---- phase 1 ------------------------------------------------------------- */
+
+/* One warp step of phase 1: the lane's values at src (set u at
+ * src + 128u), encoded into its group at dst (set u: 4u groups further). */
+template <typename T, int F>
+__device__ __forceinline__ void encode_step(const T *src, bool vec,
+                                            uint8_t *dst, LaneLeft t,
+                                            int lane) {
+  constexpr qcoll_quant_t fmt = static_cast<qcoll_quant_t>(F);
+  const uint32_t gb = qcoll__codec_group_bytes(fmt);
+  const int k = lane % kSegLanes;
+  LaneWords<T> raw[kEncodeSets];
+#pragma unroll
+  for (int u = 0; u < kEncodeSets; u++)
+    raw[u] = load_values(src + u * kSegsPerWarp * QCOLL_CODEC_GROUP,
+                         set_avail(t, u), vec);
+#pragma unroll
+  for (int u = 0; u < kEncodeSets; u++) {
+    float x[kLaneValues];
+#pragma unroll
+    for (int j = 0; j < kLaneValues; j++) x[j] = value_of(raw[u], j);
+    const LaneCode c = encode_values<F>(x);
+    if (set_live(t, u)) store_code<F>(dst + u * kSegsPerWarp * gb, k, c);
+  }
 }
 
 /* Phase 1: my piece of every segment, encoded, into its owner's region 0
- * (slot: my rank).  Owners are visited starting after me, so that ranks do
- * not all write to the same owner at once. */
+ * (slot: my rank), the last group zero-padded past count.  Owners are
+ * visited starting after me, so that ranks do not all write to the same
+ * owner at once. */
 template <typename T, int F>
 __device__ __forceinline__ void encode_parts(const qcoll__ipc_view_t &v,
                                              const BlockState *s, const T *send,
-                                             size_t count, WarpStage *st,
-                                             int warp, int lane) {
-  constexpr qcoll_quant_t fmt = static_cast<qcoll_quant_t>(F);
-  const uint32_t gb = qcoll__codec_group_bytes(fmt);
-  const int words = (int)(gb / 4);
-  const size_t groups = qcoll__codec_groups(count);
-  for (int k = 0; k < v.nranks; k++) {
-    const int owner = (v.rank + 1 + k) % v.nranks;
-    size_t seg_begin, begin, end;
-    my_piece(groups, v.nranks, owner, &seg_begin, &begin, &end);
-    uint32_t *dst = slot_words(v, s, owner, 0, v.rank);
-    for (size_t g0 = begin + warp; g0 < end; g0 += (size_t)kWarps * kBatch) {
-      float x[kBatch];
-#pragma unroll
-      for (int u = 0; u < kBatch; u++) {
-        const size_t g = batch_group(g0, u);
-        const size_t i = g * QCOLL_CODEC_GROUP + lane;
-        x[u] = g < end && i < count ? QElem<T>::to_f32(send[i]) : 0.0f;
-      }
-#pragma unroll
-      for (int u = 0; u < kBatch; u++)
-        if (batch_group(g0, u) < end) /* the same for the whole warp */
-          qcoll__codec_warp_encode(fmt, x[u], lane,
-                                   reinterpret_cast<uint8_t *>(st->out[u]));
-      __syncwarp();
-      if (lane < words)
-#pragma unroll
-        for (int u = 0; u < kBatch; u++) {
-          const size_t g = batch_group(g0, u);
-          if (g < end)
-            dst[qcoll__qlayout_group_offset(g, seg_begin, gb) / 4 + lane] =
-                st->out[u][lane];
-        }
-      __syncwarp(); /* the stage is rewritten by the next batch */
+                                             size_t count, int warp, int lane) {
+  using W = Walk<kEncodeSets>;
+  const uint32_t gb = qcoll__codec_group_bytes(static_cast<qcoll_quant_t>(F));
+  const int seg = lane / kSegLanes;
+  const size_t mine = slot_offset(v, 0, v.rank);
+  const bool vec = vector_ok(send);
+  int first = 0;
+  for (int i = 0; i < v.nranks; i++) {
+    const int owner = (v.rank + 1 + i) % v.nranks;
+    const Piece p = my_piece(count, v.nranks, owner);
+    const size_t j = first_step(warp, first);
+    first = next_first(first, piece_steps<kEncodeSets>(p));
+    W w = walk_from<kEncodeSets>(p, j);
+    size_t at = lane_value(p, j, W::kGroups, lane);
+    uint8_t *dst = reinterpret_cast<uint8_t *>(s->bases[owner] + mine) +
+                   lane_group(p, j, W::kGroups, seg, gb);
+    for (; w.groups > 0; walk_next(&w)) {
+      encode_step<T, F>(send + opaque(at), vec, opaque(dst), lane_left(w, lane),
+                        lane);
+      at += kWarps * W::kValues;
+      dst += kWarps * W::kGroups * gb;
     }
+  }
+}
+
+/* ---- phase 2 ------------------------------------------------------------- */
+
+/* Phase 2's loads of one chunk of contributions: for kSets sets, the
+ * lane's share of contributions p0 .. p0 + kChunk - 1 (those below n) of
+ * its group, from my region 0 (`in`: the lane's group in slot 0; slot p,
+ * rank p's, is p * slot_bytes further). */
+template <int F, int kSets, int kChunk>
+__device__ __forceinline__ void load_chunk(const uint8_t *in, size_t slot_bytes,
+                                           int p0, int n, LaneLeft t, int lane,
+                                           RawCode c[kSets][kChunk]) {
+  const uint32_t gb = qcoll__codec_group_bytes(static_cast<qcoll_quant_t>(F));
+  const int k = lane % kSegLanes;
+#pragma unroll
+  for (int p = 0; p < kChunk; p++) {
+    const uint8_t *group = in + (size_t)(p0 + p) * slot_bytes;
+    const uint8_t *codes = group + code_word_offset<F>(k);
+#pragma unroll
+    for (int u = 0; u < kSets; u++) {
+      c[u][p] = RawCode{0, 0, 0};
+      if (p0 + p < n && set_live(t, u))
+        c[u][p] = load_code<F>(group + u * kSegsPerWarp * gb,
+                               codes + u * kSegsPerWarp * gb, k);
+    }
+  }
+}
+
+/* One warp step of phase 2: kSets sets of my segment's piece.  Each group's
+ * n contributions are loaded kChunk at a time (every load of a chunk issued
+ * before the first is used), decoded and added in rank order (the first
+ * contribution is the sum's start, not an addition to zero, which would
+ * turn a -0 into +0), re-encoded once (values past count zero again) and
+ * pushed into slot <my rank> of every rank's region 1 (the lane's group at
+ * byte `out` of each rank's buffer). */
+template <int F, int kSets, int kChunk>
+__device__ __forceinline__ void reduce_step(const qcoll__ipc_view_t &v,
+                                            const BlockState *s,
+                                            const uint8_t *in,
+                                            size_t slot_bytes, size_t out,
+                                            LaneLeft t, int lane) {
+  const uint32_t gb = qcoll__codec_group_bytes(static_cast<qcoll_quant_t>(F));
+  const int n = v.nranks;
+  const int k = lane % kSegLanes;
+  float acc[kSets][kLaneValues];
+  for (int p0 = 0; p0 < n; p0 += kChunk) {
+    RawCode c[kSets][kChunk];
+    load_chunk<F, kSets, kChunk>(in, slot_bytes, p0, n, t, lane, c);
+#pragma unroll
+    for (int u = 0; u < kSets; u++)
+#pragma unroll
+      for (int p = 0; p < kChunk; p++)
+        if (p0 + p < n) {
+          float y[kLaneValues];
+          decode_values<F>(raw_quad<F>(c[u][p], k), y);
+#pragma unroll
+          for (int j = 0; j < kLaneValues; j++)
+            acc[u][j] = p0 + p == 0 ? y[j] : __fadd_rn(acc[u][j], y[j]);
+        }
+  }
+  LaneCode sum[kSets];
+#pragma unroll
+  for (int u = 0; u < kSets; u++) {
+    /* The padding of the last group: zero again, whatever it decoded to. */
+    const int avail = set_avail(t, u);
+#pragma unroll
+    for (int j = 0; j < kLaneValues; j++)
+      if (j >= avail) acc[u][j] = 0.0f;
+    sum[u] = encode_values<F>(acc[u]);
+  }
+  for (int i = 0; i < n; i++) {
+    const int q = (v.rank + 1 + i) % n;
+    uint8_t *dst = reinterpret_cast<uint8_t *>(s->bases[q]) + out;
+#pragma unroll
+    for (int u = 0; u < kSets; u++)
+      if (set_live(t, u)) store_code<F>(dst + u * kSegsPerWarp * gb, k, sum[u]);
   }
 }
 
 /* Phase 2: my segment's piece, reduced from every rank's contribution in
  * rank order and pushed, encoded once, into every rank's region 1 (slot: my
- * rank). */
-template <int F>
+ * rank).  The padding is zero up to the group's end, so the walk's values
+ * count up to count. */
+template <int F, int kSets, int kChunk>
 __device__ __forceinline__ void reduce_segment(const qcoll__ipc_view_t &v,
                                                const BlockState *s,
-                                               size_t count, WarpStage *st,
-                                               int warp, int lane) {
+                                               size_t count, int warp,
+                                               int lane) {
+  using W = Walk<kSets>;
+  const uint32_t gb = qcoll__codec_group_bytes(static_cast<qcoll_quant_t>(F));
+  const int seg = lane / kSegLanes;
+  const Piece p = my_piece(count, v.nranks, v.rank);
+  Piece counted = p;
+  counted.limit = count;
+  const size_t j = (size_t)warp;
+  W w = walk_from<kSets>(counted, j);
+  const size_t at = lane_group(p, j, W::kGroups, seg, gb);
+  const uint8_t *in = reinterpret_cast<const uint8_t *>(s->bases[v.rank] +
+                                                        slot_offset(v, 0, 0)) +
+                      at;
+  size_t out = slot_offset(v, 1, v.rank) + at;
+  const size_t slot_bytes = qcoll__qlayout_slot_bytes(v.region_bytes, v.nranks);
+  for (; w.groups > 0; walk_next(&w)) {
+    reduce_step<F, kSets, kChunk>(v, s, opaque(in), slot_bytes, out,
+                                  lane_left(w, lane), lane);
+    in += kWarps * W::kGroups * gb;
+    out += kWarps * W::kGroups * gb;
+  }
+}
+
+/* ---- phase 3 ------------------------------------------------------------- */
+
+/* One warp step of phase 3: the lane's groups read from my region 1 at
+ * `src` (set u: 4u groups further), decoded and stored at dst (set u at
+ * dst + 128u; only values below the limit). */
+template <typename T, int F>
+__device__ __forceinline__ void decode_step(const uint8_t *src, T *dst,
+                                            bool vec, LaneLeft t, int lane) {
   constexpr qcoll_quant_t fmt = static_cast<qcoll_quant_t>(F);
   const uint32_t gb = qcoll__codec_group_bytes(fmt);
-  const int words = (int)(gb / 4);
-  const int n = v.nranks;
-  const size_t groups = qcoll__codec_groups(count);
-  const size_t slot_words_n = qcoll__qlayout_slot_bytes(v.region_bytes, n) / 4;
-  size_t seg_begin, begin, end;
-  my_piece(groups, n, v.rank, &seg_begin, &begin, &end);
-  const uint32_t *in = slot_words(v, s, v.rank, 0, 0);
-  for (size_t g0 = begin + warp; g0 < end;
-       g0 += (size_t)kWarps * kReduceBatch) {
-    if (lane < words) {
-      /* Every load of the batch in flight before the first store to the
-       * stage. */
-      uint32_t w[kReduceBatch][QCOLL_IPC_MAX_RANKS];
+  const int k = lane % kSegLanes;
+  const uint8_t *codes = src + code_word_offset<F>(k);
+  RawCode c[kDecodeSets];
 #pragma unroll
-      for (int u = 0; u < kReduceBatch; u++) {
-        const size_t g = batch_group(g0, u);
-        const size_t at = qcoll__qlayout_group_offset(g, seg_begin, gb) / 4;
+  for (int u = 0; u < kDecodeSets; u++) {
+    c[u] = RawCode{0, 0, 0};
+    if (set_live(t, u))
+      c[u] = load_code<F>(src + u * kSegsPerWarp * gb,
+                          codes + u * kSegsPerWarp * gb, k);
+  }
 #pragma unroll
-        for (int p = 0; p < QCOLL_IPC_MAX_RANKS; p++)
-          if (p < n && g < end)
-            w[u][p] = __ldcg(in + (size_t)p * slot_words_n + at + lane);
-      }
-#pragma unroll
-      for (int u = 0; u < kReduceBatch; u++)
-#pragma unroll
-        for (int p = 0; p < QCOLL_IPC_MAX_RANKS; p++)
-          if (p < n && batch_group(g0, u) < end)
-            st->in[u * n + p][lane] = w[u][p];
-    }
-    __syncwarp();
-#pragma unroll
-    for (int u = 0; u < kReduceBatch; u++) {
-      const size_t g = batch_group(g0, u);
-      if (g >= end) break; /* the same for the whole warp */
-      float acc = qcoll__codec_warp_decode(
-          fmt, reinterpret_cast<const uint8_t *>(st->in[u * n]), lane);
-      for (int p = 1; p < n; p++)
-        acc = __fadd_rn(
-            acc, qcoll__codec_warp_decode(
-                     fmt, reinterpret_cast<const uint8_t *>(st->in[u * n + p]),
-                     lane));
-      if (g * QCOLL_CODEC_GROUP + lane >= count) acc = 0.0f; /* padding */
-      qcoll__codec_warp_encode(fmt, acc, lane,
-                               reinterpret_cast<uint8_t *>(st->out[u]));
-    }
-    __syncwarp();
-    if (lane < words)
-#pragma unroll
-      for (int u = 0; u < kReduceBatch; u++) {
-        const size_t g = batch_group(g0, u);
-        if (g >= end) break;
-        const size_t at = qcoll__qlayout_group_offset(g, seg_begin, gb) / 4;
-        const uint32_t word = st->out[u][lane];
-        for (int k = 0; k < n; k++) {
-          const int q = (v.rank + 1 + k) % n;
-          slot_words(v, s, q, 1, v.rank)[at + lane] = word;
-        }
-      }
-    __syncwarp(); /* the stage is rewritten by the next batch */
+  for (int u = 0; u < kDecodeSets; u++) {
+    float y[kLaneValues];
+    decode_values<F>(raw_quad<F>(c[u], k), y);
+    store_values(dst + u * kSegsPerWarp * QCOLL_CODEC_GROUP, set_avail(t, u),
+                 vec, y);
   }
 }
 
@@ -285,66 +716,58 @@ __device__ __forceinline__ void reduce_segment(const qcoll__ipc_view_t &v,
 template <typename T, int F>
 __device__ __forceinline__ void decode_all(const qcoll__ipc_view_t &v,
                                            const BlockState *s, T *recv,
-                                           size_t count, WarpStage *st,
-                                           int warp, int lane) {
-  constexpr qcoll_quant_t fmt = static_cast<qcoll_quant_t>(F);
-  const uint32_t gb = qcoll__codec_group_bytes(fmt);
-  const int words = (int)(gb / 4);
-  const size_t groups = qcoll__codec_groups(count);
+                                           size_t count, int warp, int lane) {
+  using W = Walk<kDecodeSets>;
+  const uint32_t gb = qcoll__codec_group_bytes(static_cast<qcoll_quant_t>(F));
+  const int seg = lane / kSegLanes;
+  const bool vec = vector_ok(recv);
+  int first = 0;
   for (int owner = 0; owner < v.nranks; owner++) {
-    size_t seg_begin, begin, end;
-    my_piece(groups, v.nranks, owner, &seg_begin, &begin, &end);
-    const uint32_t *src = slot_words(v, s, v.rank, 1, owner);
-    for (size_t g0 = begin + warp; g0 < end; g0 += (size_t)kWarps * kBatch) {
-      if (lane < words) {
-        uint32_t w[kBatch];
-#pragma unroll
-        for (int u = 0; u < kBatch; u++) {
-          const size_t g = batch_group(g0, u);
-          w[u] =
-              g < end
-                  ? __ldcg(src +
-                           qcoll__qlayout_group_offset(g, seg_begin, gb) / 4 +
-                           lane)
-                  : 0u;
-        }
-#pragma unroll
-        for (int u = 0; u < kBatch; u++) st->in[u][lane] = w[u];
-      }
-      __syncwarp();
-      float y[kBatch];
-#pragma unroll
-      for (int u = 0; u < kBatch; u++)
-        y[u] = qcoll__codec_warp_decode(
-            fmt, reinterpret_cast<const uint8_t *>(st->in[u]), lane);
-      __syncwarp(); /* the stage is rewritten by the next batch */
-#pragma unroll
-      for (int u = 0; u < kBatch; u++) {
-        const size_t i = batch_group(g0, u) * QCOLL_CODEC_GROUP + lane;
-        if (batch_group(g0, u) < end && i < count)
-          recv[i] = QElem<T>::from_f32(y[u]);
-      }
+    const Piece p = my_piece(count, v.nranks, owner);
+    const size_t j = first_step(warp, first);
+    first = next_first(first, piece_steps<kDecodeSets>(p));
+    W w = walk_from<kDecodeSets>(p, j);
+    const uint8_t *src = reinterpret_cast<const uint8_t *>(
+                             s->bases[v.rank] + slot_offset(v, 1, owner)) +
+                         lane_group(p, j, W::kGroups, seg, gb);
+    size_t at = lane_value(p, j, W::kGroups, lane);
+    for (; w.groups > 0; walk_next(&w)) {
+      decode_step<T, F>(opaque(src), recv + opaque(at), vec, lane_left(w, lane),
+                        lane);
+      src += kWarps * W::kGroups * gb;
+      at += kWarps * W::kValues;
     }
   }
 }
 
 /* ---- the kernel ---------------------------------------------------------- */
 
+/* Phase 2 with kReduceLoads (set, contribution) loads in flight: small
+ * worlds take more sets per step, larger ones more contributions per
+ * chunk. */
+template <int F>
+__device__ __forceinline__ void reduce_any(const qcoll__ipc_view_t &v,
+                                           const BlockState *s, size_t count,
+                                           int warp, int lane) {
+  if (v.nranks <= 2)
+    reduce_segment<F, kReduceLoads / 2, 2>(v, s, count, warp, lane);
+  else
+    reduce_segment<F, kReduceLoads / 4, 4>(v, s, count, warp, lane);
+}
+
 template <typename T, int F>
 __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     quant_twoshot_kernel(qcoll__ipc_view_t v, const T *send, T *recv,
                          size_t count) {
   __shared__ BlockState s;
-  __shared__ WarpStage stages[kWarps];
   block_begin(v, &s);
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-  WarpStage *st = &stages[warp];
 
-  encode_parts<T, F>(v, &s, send, count, st, warp, lane);
+  encode_parts<T, F>(v, &s, send, count, warp, lane);
   if (!block_barrier(v, 0, &s)) return;
-  reduce_segment<F>(v, &s, count, st, warp, lane);
+  reduce_any<F>(v, &s, count, warp, lane);
   if (!block_barrier(v, 1, &s)) return;
-  decode_all<T, F>(v, &s, recv, count, st, warp, lane);
+  decode_all<T, F>(v, &s, recv, count, warp, lane);
   block_end(v, &s);
 }
 

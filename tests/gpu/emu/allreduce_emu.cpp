@@ -45,7 +45,7 @@ int main() {
 #include "launch.h"
 #include "ref_scheme.h"
 
-static const unsigned EMU_THREADS = 32;
+static const unsigned EMU_THREADS = 64; /* kThreads of the prepared ipc_sync.cuh */
 #include "emu_runtime.inc"
 
 cudaError_t emu_launch(const void *fn, dim3 grid, void **args, int nargs,
@@ -203,15 +203,20 @@ static void check_output(const char *what, int r, const char *out, size_t lead,
 
 /* ---- one all-reduce case -------------------------------------------- */
 
+/* mis_send, mis_recv: elements by which the input and output start past
+ * the guard, so that the user pointers are not 16-byte aligned. */
 static void run_case(World &w, qcoll_quant_t fmt, qcoll_dtype_t d, size_t count,
                      int grid_limit, bool in_place, bool specials,
-                     uint32_t seed) {
+                     uint32_t seed, size_t mis_send, size_t mis_recv) {
+  const size_t ls = GUARD + mis_send, lr = in_place ? ls : GUARD + mis_recv;
   char what[200];
-  snprintf(what, sizeof what, "N=%d %s %s count=%zu grid<=%d %s%s", w.n,
+  snprintf(what, sizeof what,
+           "N=%d %s %s count=%zu grid<=%d %s%s, pointers +%zu/+%zu", w.n,
            qcoll_quant_name(fmt), dtype_name(d), count, grid_limit,
-           in_place ? "in-place" : "out-of-place", specials ? " +inf" : "");
+           in_place ? "in-place" : "out-of-place", specials ? " +inf" : "",
+           mis_send, mis_recv);
   const size_t es = qcoll_dtype_size(d);
-  const size_t bytes = (count + 2 * GUARD) * es;
+  const size_t bytes = (count + 2 * GUARD + 4) * es;
   std::vector<std::vector<float> > in(w.n);
   std::vector<const float *> in_ptr(w.n);
   std::vector<std::vector<char> > send(w.n), recv(w.n);
@@ -220,7 +225,7 @@ static void run_case(World &w, qcoll_quant_t fmt, qcoll_dtype_t d, size_t count,
     in_ptr[r] = in[r].data();
     send[r].assign(bytes, (char)0x5a);
     for (size_t i = 0; i < count; i++)
-      store(send[r].data() + GUARD * es, d, i, in[r][i]);
+      store(send[r].data() + ls * es, d, i, in[r][i]);
     recv[r] =
         in_place ? std::vector<char>() : std::vector<char>(bytes, (char)0x5a);
   }
@@ -231,9 +236,9 @@ static void run_case(World &w, qcoll_quant_t fmt, qcoll_dtype_t d, size_t count,
       qcoll__cuda_all_reduce_quant_chunk_elems(&w.views[0], fmt);
   for (size_t off = 0; off < count; off += chunk)
     for (int r = 0; r < w.n; r++) {
-      char *s = send[r].data() + (GUARD + off) * es;
+      char *s = send[r].data() + (ls + off) * es;
       char *o =
-          (in_place ? send[r].data() : recv[r].data()) + (GUARD + off) * es;
+          (in_place ? send[r].data() : recv[r].data()) + (lr + off) * es;
       cudaError_t err = qcoll__cuda_all_reduce_quant_launch(
           &w.views[r], s, o, count - off < chunk ? count - off : chunk, d, fmt,
           w.streams[r]);
@@ -250,7 +255,7 @@ static void run_case(World &w, qcoll_quant_t fmt, qcoll_dtype_t d, size_t count,
     return;
   }
   for (int r = 0; r < w.n; r++)
-    check_output(what, r, in_place ? send[r].data() : recv[r].data(), GUARD,
+    check_output(what, r, in_place ? send[r].data() : recv[r].data(), lr,
                  count, bytes, d,
                  [&](size_t i) { return result_bits(expected[i], d); });
 }
@@ -267,12 +272,14 @@ static void test_exact(World &w) {
         qcoll__cuda_all_reduce_quant_chunk_elems(&w.views[0], f);
     const size_t counts[] = {
         1,    31,    32,         33,           32 * (size_t)w.n + 5,
-        2000, chunk, chunk + 45, 2 * chunk + 3};
+        2000, chunk, chunk + 45, 2 * chunk + 3, chunk - 5, chunk / 2 + 17};
     for (qcoll_dtype_t d : dts)
       for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
         bool in_place = (c + (size_t)d) % 2 == 1;
         int limit = c % 2 ? 1 : 4;
-        run_case(w, f, d, counts[c], limit, in_place, c == 5 || c == 7, seed++);
+        run_case(w, f, d, counts[c], limit, in_place,
+                 c == 5 || c == 7 || c == 10, seed++, (c * 3 + (size_t)f) % 4,
+                 (c + 1 + (size_t)d) % 4);
         cases++;
       }
   }
@@ -371,7 +378,7 @@ static void test_mixed(World &w) {
     run_plain(w, k % 2 ? QCOLL_IPC_TWOSHOT : QCOLL_IPC_ONESHOT, QCOLL_BF16,
               QCOLL_SUM, 3000 + (size_t)k * 97, 4, k % 2, 0, 900 + (uint32_t)k);
     run_case(w, QCOLL_QUANT_INT6, QCOLL_F16, 2500 + (size_t)k * 31, 4, k % 2,
-             false, 950 + (uint32_t)k);
+             false, 950 + (uint32_t)k, 0, 0);
   }
   printf("N=%d: alternating kinds %s\n", w.n,
          failures == before ? "ok" : "FAILED");
