@@ -9,13 +9,16 @@
  * the unique id, forks N ranks that share the GPUs round-robin, and waits
  * for them.  Every rank runs one exact all-reduce, then all enqueue an
  * all-reduce of many chunks (QCOLL_IPC_BYTES small, so the message takes
- * many launches, forced onto the IPC two-shot); the last rank SIGKILLs
- * itself as soon as its call returns, stamping the time of death in memory
- * the parent shares with every rank.  The call returns once its launches
- * are queued (or, past the queue's depth, most of them have run), while
- * the message takes the GPUs far longer than that: the death always falls
- * in the middle of the all-reduce, and a survivor whose all-reduce
- * completed anyway fails the test (no async error).
+ * thousands of launches, forced onto the IPC two-shot); a thread of the
+ * last rank SIGKILLs it 2 ms into its call, stamping the time of death in
+ * memory the parent shares with every rank.  Enqueueing thousands of
+ * launches takes the host longer than that (and past the launch queue's
+ * depth the call waits for the GPU), so the rank dies inside the call:
+ * some chunks have run on every rank, the rest never reach the survivors'
+ * peers.  (Killing it after the call returned is not enough: the launches
+ * it had queued may still run to the end, and then nobody waits.)  A
+ * survivor whose all-reduce completed anyway fails the test (no async
+ * error).
  *
  * Each survivor must see its stream finish (the kernels stop waiting: a
  * device-side deadline of TIMEOUT_S), qcoll_comm_get_async_error must say
@@ -25,6 +28,7 @@
  * that no rank process is left.  Exits 77 without a GPU (decided in a
  * child: the parent never touches CUDA, so the forked ranks may).
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,14 +39,23 @@
 
 #include "gpu_test.h"
 
-/* 256 MiB of f32: about a thousand launches with 1 MiB IPC buffers, tens
- * of milliseconds of GPU time. */
-#define CHUNKED_COUNT ((size_t)64 << 20)
+/* 1 GiB of f32: about 2900 launches with 1 MiB IPC buffers. */
+#define CHUNKED_COUNT ((size_t)256 << 20)
+#define DEATH_AFTER_US 2000
 #define SMALL_COUNT 4096
 
 typedef struct shared {
   volatile double died_at; /* the victim's gt_now() at death, 0 before */
 } shared_t;
+
+/* The victim's killer thread: DEATH_AFTER_US into the all-reduce call. */
+static void *kill_soon(void *arg) {
+  shared_t *sh = arg;
+  usleep(DEATH_AFTER_US);
+  sh->died_at = gt_now();
+  raise(SIGKILL);
+  return NULL;
+}
 
 static void fill(float *dev, size_t n, float v) {
   float *host = malloc(n * sizeof *host);
@@ -117,12 +130,17 @@ static int rank_main(int rank, int n, const qcoll_unique_id_t *id, shared_t *sh,
   /* Everyone is in; the chunked all-reduce starts together. */
   GT_QCOLL(comm, qcoll_barrier(comm, stream));
   gt_wait_stream(stream, timeout + 30, "the barrier");
+  const int victim = n - 1;
+  pthread_t killer;
+  if (rank == victim && pthread_create(&killer, NULL, kill_soon, sh) != 0) {
+    gt_fail("pthread_create failed");
+    return 1;
+  }
   GT_QCOLL(comm, qcoll_all_reduce(buf, buf, CHUNKED_COUNT, QCOLL_F32, QCOLL_SUM,
                                   comm, stream));
-  const int victim = n - 1;
   if (rank == victim) {
-    sh->died_at = gt_now();
-    raise(SIGKILL);
+    pause(); /* the killer thread ends this process */
+    return 1;
   }
   return survivor_checks(comm, stream, buf, sh, victim, timeout);
 }
