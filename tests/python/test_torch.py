@@ -56,6 +56,11 @@ def test_device_binding_and_barrier(qcoll_run, device):
 
 
 @NEEDS_CUDA
+def test_mixed_backend_form(qcoll_run):
+    run_case(qcoll_run, "mixed", "cuda")
+
+
+@NEEDS_CUDA
 def test_quick_all_reduce_eager(qcoll_run):
     run_case(qcoll_run, "quick", "cuda")
 

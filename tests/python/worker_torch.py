@@ -353,6 +353,26 @@ def case_binding(device):
     print(f"rank {RANK}: binding cuda ok", flush=True)
 
 
+def case_mixed(device):
+    """The mixed form "cpu:gloo,cuda:qcoll": CPU and CUDA tensors both reduced
+    correctly, and a barrier, on one default group."""
+    if device.type != "cuda":
+        skip("the mixed backend form names qcoll for CUDA tensors")
+    init("cpu:gloo,cuda:qcoll", device_id=device)
+    name = str(dist.get_backend())
+    assert "qcoll" in name, f"backend of the default group: {name}"
+    total = WORLD * (WORLD + 1) / 2
+    x = torch.full((5,), float(RANK + 1))
+    dist.all_reduce(x)
+    check_equal("cpu all_reduce, mixed form", x, torch.full((5,), total))
+    y = torch.full((1 << 16,), float(RANK + 1), device=device, dtype=torch.bfloat16)
+    dist.all_reduce(y)
+    check_equal("cuda all_reduce, mixed form", y, torch.full_like(y, total))
+    dist.barrier()
+    dist.destroy_process_group()
+    print(f"rank {RANK}: mixed ok", flush=True)
+
+
 # ---- QuickAllReduce -------------------------------------------------------------------
 
 def quick_setup(device):
@@ -472,8 +492,9 @@ def case_quick_quant(device):
     print(f"rank {RANK}: quick_quant ok ({'; '.join(ran)})", flush=True)
 
 
-CASES = {"ops": case_ops, "ddp": case_ddp, "binding": case_binding, "quick": case_quick,
-         "quick_graph": case_quick_graph, "quick_quant": case_quick_quant}
+CASES = {"ops": case_ops, "ddp": case_ddp, "binding": case_binding, "mixed": case_mixed,
+         "quick": case_quick, "quick_graph": case_quick_graph,
+         "quick_quant": case_quick_quant}
 
 if __name__ == "__main__":
     CASES[sys.argv[1]](pick_device(sys.argv[2] if len(sys.argv) > 2 else "cpu"))
