@@ -1,5 +1,5 @@
 # Prepares a kernel file of src/coll/cuda for the CPU emulation
-# (coll_emu.cpp, quant_emu.cpp), at build time:
+# (coll_emu.cpp, allreduce_emu.cpp), at build time:
 #   OUT/<KERNEL>_emu.cpp     a copy of <KERNEL>.cu
 #   OUT/ipc_sync.cuh         ipc_sync.cuh with its memory-model primitives
 #                            (PTX) replaced by C++ atomics, and blocks of
