@@ -11,7 +11,8 @@
  *   per element, for kernels: abs_bits, enc_scale, encode_lane, dec_scale,
  *   decode_lane, store_scale/load_scale, pack/unpack_one; four codes at a
  *   time: quad_bytes, pack_quad, quad_code; device only: warp_encode,
- *   warp_decode (one group per warp).
+ *   warp_decode (one group per warp); segment_max, segment_encode,
+ *   segment_decode, store_quad_aligned (four elements per lane).
  * fmt is QCOLL_QUANT_FP8, _INT8, _INT6 or _INT4; for any other value sizes
  * are 0 and nothing is written.  Host f16/bf16 data converts to and from f32
  * with core/dtype.h.
@@ -632,6 +633,75 @@ static __device__ __forceinline__ float qcoll__codec_warp_decode(
   return qcoll__codec_decode_lane(
       fmt, qcoll__codec_unpack_one(fmt, group + QCOLL_CODEC_SCALE_BYTES, lane),
       s);
+}
+
+/* ---- four elements per lane (device only) ------------------------------ */
+
+/* Lanes of a group ("segment") and elements per lane. */
+#define QCOLL_CODEC_SEG_LANES 8
+#define QCOLL_CODEC_LANE_VALUES (QCOLL_CODEC_GROUP / QCOLL_CODEC_SEG_LANES)
+
+/* Max of v over the lane's segment of eight (xor 4, 2, 1 stay inside it).
+ * Every lane of the warp must call it: full-mask shuffles. */
+static __device__ __forceinline__ uint32_t qcoll__codec_segment_max(
+    uint32_t v) {
+#pragma unroll
+  for (int o = QCOLL_CODEC_SEG_LANES / 2; o > 0; o >>= 1) {
+    const uint32_t w = __shfl_xor_sync(0xffffffffu, v, o);
+    v = w > v ? w : v;
+  }
+  return v;
+}
+
+/* Encode the lane's four elements of a group its segment holds: the amax
+ * is the segment's max of every lane's abs_bits, and every lane derives
+ * the scale itself.  Returns the four codes packed (pack_quad); the
+ * group's stored scale goes to *stored.  Every lane of the warp calls it. */
+static __device__ __forceinline__ uint32_t qcoll__codec_segment_encode(
+    qcoll_quant_t fmt, const float x[QCOLL_CODEC_LANE_VALUES],
+    uint32_t *stored) {
+  uint32_t amax = 0, c[QCOLL_CODEC_LANE_VALUES];
+#pragma unroll
+  for (int j = 0; j < QCOLL_CODEC_LANE_VALUES; j++) {
+    const uint32_t b = qcoll__codec_abs_bits(x[j]);
+    amax = b > amax ? b : amax;
+  }
+  const qcoll__codec_enc_t s =
+      qcoll__codec_enc_scale(fmt, qcoll__codec_segment_max(amax));
+#pragma unroll
+  for (int j = 0; j < QCOLL_CODEC_LANE_VALUES; j++)
+    c[j] = qcoll__codec_encode_lane(fmt, x[j], s);
+  *stored = s.stored;
+  return qcoll__codec_pack_quad(fmt, c);
+}
+
+/* The lane's four elements from the group's scale (dec_scale) and its
+ * packed codes. */
+static __device__ __forceinline__ void qcoll__codec_segment_decode(
+    qcoll_quant_t fmt, qcoll__codec_dec_t s, uint32_t quad,
+    float y[QCOLL_CODEC_LANE_VALUES]) {
+#pragma unroll
+  for (int j = 0; j < QCOLL_CODEC_LANE_VALUES; j++)
+    y[j] = qcoll__codec_decode_lane(fmt, qcoll__codec_quad_code(fmt, quad, j),
+                                    s);
+}
+
+/* Store lane k's packed codes (`bytes` = quad_bytes(fmt)) at
+ * p = group + 4 + bytes * k of a 4-byte aligned group: p is then 4-byte
+ * aligned for 4 bytes and 2-byte aligned for 2; for 3 bytes p is even for
+ * even k (16 bits at p, a byte at p + 2) and odd for odd k (a byte at p,
+ * 16 bits at p + 1).  No byte is written by two lanes. */
+static __device__ __forceinline__ void qcoll__codec_store_quad_aligned(
+    uint8_t *p, uint32_t bytes, uint32_t quad, int k) {
+  if (bytes == 4) {
+    *(uint32_t *)p = quad;
+  } else if (bytes == 2) {
+    *(uint16_t *)p = (uint16_t)quad;
+  } else { /* no branch on k: neighbouring lanes take the other parity */
+    const int odd = k & 1;
+    *(uint16_t *)(p + odd) = (uint16_t)(quad >> (8 * odd));
+    p[odd ? 0 : 2] = (uint8_t)(quad >> (odd ? 0 : 16));
+  }
 }
 #endif /* __CUDACC__ */
 

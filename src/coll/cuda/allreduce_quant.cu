@@ -109,9 +109,9 @@ namespace {
 
 constexpr int kWarps = kThreads / 32;
 /* A segment of eight lanes holds one group, four values per lane. */
-constexpr int kSegLanes = 8;
+constexpr int kSegLanes = QCOLL_CODEC_SEG_LANES;
 constexpr int kSegsPerWarp = 32 / kSegLanes; /* groups of one set */
-constexpr int kLaneValues = QCOLL_CODEC_GROUP / kSegLanes;
+constexpr int kLaneValues = QCOLL_CODEC_LANE_VALUES;
 static_assert(kLaneValues == 4, "a lane holds one quad of codes");
 /* Sets (four consecutive groups each) of one warp step: every load of a
  * step is issued before the first value is used.  Phase 1 has 8 or 16
@@ -246,47 +246,21 @@ struct LaneCode {
   uint32_t quad;
 };
 
-/* Max of v over the lane's segment (xor 4, 2, 1 stay inside it).  Every
- * lane of the warp calls it: full-mask shuffles. */
-__device__ __forceinline__ uint32_t segment_max(uint32_t v) {
-#pragma unroll
-  for (int o = kSegLanes / 2; o > 0; o >>= 1) {
-    const uint32_t w = __shfl_xor_sync(0xffffffffu, v, o);
-    v = w > v ? w : v;
-  }
-  return v;
-}
-
-/* Encode the lane's four values of a group held by its segment: the amax of
- * the group is the segment's max of every lane's four abs_bits, and every
- * lane derives the scale from it itself (codec.h "Four elements per
- * lane"). */
+/* Encode the lane's four values of a group held by its segment (codec.h
+ * "Four elements per lane"). */
 template <int F>
 __device__ __forceinline__ LaneCode encode_values(const float x[kLaneValues]) {
-  constexpr qcoll_quant_t fmt = static_cast<qcoll_quant_t>(F);
-  uint32_t amax = 0;
-#pragma unroll
-  for (int j = 0; j < kLaneValues; j++) {
-    const uint32_t b = qcoll__codec_abs_bits(x[j]);
-    amax = b > amax ? b : amax;
-  }
-  const qcoll__codec_enc_t s = qcoll__codec_enc_scale(fmt, segment_max(amax));
-  uint32_t c[kLaneValues];
-#pragma unroll
-  for (int j = 0; j < kLaneValues; j++)
-    c[j] = qcoll__codec_encode_lane(fmt, x[j], s);
-  return LaneCode{s.stored, qcoll__codec_pack_quad(fmt, c)};
+  LaneCode c;
+  c.quad = qcoll__codec_segment_encode(static_cast<qcoll_quant_t>(F), x,
+                                       &c.scale);
+  return c;
 }
 
 /* The lane's four values of a group, from its stored scale and codes. */
 template <int F>
 __device__ __forceinline__ void decode_quad(qcoll__codec_dec_t s, LaneCode c,
                                             float y[kLaneValues]) {
-  constexpr qcoll_quant_t fmt = static_cast<qcoll_quant_t>(F);
-#pragma unroll
-  for (int j = 0; j < kLaneValues; j++)
-    y[j] = qcoll__codec_decode_lane(fmt, qcoll__codec_quad_code(fmt, c.quad, j),
-                                    s);
+  qcoll__codec_segment_decode(static_cast<qcoll_quant_t>(F), s, c.quad, y);
 }
 
 /* The same, taking decode_lane's test of a non-finite group once per four
@@ -313,19 +287,9 @@ template <int F>
 __device__ __forceinline__ void store_code(uint8_t *group, int k, LaneCode c) {
   constexpr qcoll_quant_t fmt = static_cast<qcoll_quant_t>(F);
   const uint32_t qb = qcoll__codec_quad_bytes(fmt);
-  uint8_t *p = group + QCOLL_CODEC_SCALE_BYTES + qb * (uint32_t)k;
   if (k == 0) *reinterpret_cast<uint32_t *>(group) = c.scale;
-  if (qb == 4) {
-    *reinterpret_cast<uint32_t *>(p) = c.quad;
-  } else if (qb == 2) {
-    *reinterpret_cast<uint16_t *>(p) = (uint16_t)c.quad;
-  } else if (k & 1) {
-    p[0] = (uint8_t)c.quad;
-    *reinterpret_cast<uint16_t *>(p + 1) = (uint16_t)(c.quad >> 8);
-  } else {
-    *reinterpret_cast<uint16_t *>(p) = (uint16_t)c.quad;
-    p[2] = (uint8_t)(c.quad >> 16);
-  }
+  qcoll__codec_store_quad_aligned(
+      group + QCOLL_CODEC_SCALE_BYTES + qb * (uint32_t)k, qb, c.quad, k);
 }
 
 /* A lane's share of a group as loaded: the scale word and the one or two

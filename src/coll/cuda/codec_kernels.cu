@@ -128,9 +128,9 @@ __global__ void decode_thread_kernel(const uint8_t *__restrict__ in, size_t n,
 
 /* ---- segment variant: eight lanes per group ------------------------------ */
 
-constexpr int kSegLanes = 8;                 /* lanes per group */
-constexpr int kSegsPerWarp = 32 / kSegLanes; /* groups per warp load */
-constexpr int kLaneValues = QCOLL_CODEC_GROUP / kSegLanes; /* 4: a float4 */
+constexpr int kSegLanes = QCOLL_CODEC_SEG_LANES;      /* lanes per group */
+constexpr int kSegsPerWarp = 32 / kSegLanes;          /* groups per warp load */
+constexpr int kLaneValues = QCOLL_CODEC_LANE_VALUES; /* 4: a float4 */
 /* Sets of four groups per warp step: 16-byte loads each lane has in flight
  * (encode), or code and scale words (decode, which reads at most 36 bytes
  * per group against encode's 128, so it takes more groups per step). */
@@ -146,15 +146,6 @@ constexpr int kDecUnroll = 8;
 constexpr int kWaves = 16;
 
 static_assert(kLaneValues == 4, "a lane holds one float4 and one quad");
-
-/* Max of v over the lane's segment of eight (xor 4, 2, 1 stay inside it). */
-__device__ __forceinline__ uint32_t segment_max(uint32_t v) {
-  for (int o = kSegLanes / 2; o > 0; o >>= 1) {
-    const uint32_t w = __shfl_xor_sync(0xffffffffu, v, o);
-    v = w > v ? w : v;
-  }
-  return v;
-}
 
 /* The four values at in + e (zeros past n when kChecked).  kAligned: in is
  * 16-byte aligned, so in + e (e a multiple of 4) is too. */
@@ -201,23 +192,15 @@ __device__ __forceinline__ uint32_t load_scale(const uint8_t *group) {
 }
 
 /* A lane's code bytes (`bytes` = qcoll__codec_quad_bytes(fmt), a constant
- * once inlined) at p = group + 4 + bytes * k, little-endian.  Aligned
- * groups: p is 4-byte aligned for 4 bytes and 2-byte aligned for 2; for 3
- * bytes p is even for even k (16-bit access first, then a byte) and odd for
- * odd k (a byte, then 16 bits), so two accesses and no branch. */
+ * once inlined) at p = group + 4 + bytes * k, little-endian: in aligned
+ * groups with the fewest accesses (codec.h), else byte by byte. */
 template <bool kAligned>
 __device__ __forceinline__ void store_quad(uint8_t *p, uint32_t bytes,
                                            uint32_t quad, int k) {
-  if (!kAligned) {
-    for (uint32_t b = 0; b < bytes; b++) p[b] = (uint8_t)(quad >> (8 * b));
-  } else if (bytes == 4) {
-    *reinterpret_cast<uint32_t *>(p) = quad;
-  } else if (bytes == 2) {
-    *reinterpret_cast<uint16_t *>(p) = (uint16_t)quad;
+  if (kAligned) {
+    qcoll__codec_store_quad_aligned(p, bytes, quad, k);
   } else {
-    const int odd = k & 1;
-    *reinterpret_cast<uint16_t *>(p + odd) = (uint16_t)(quad >> (8 * odd));
-    p[odd ? 0 : 2] = (uint8_t)(quad >> (odd ? 0 : 16));
+    for (uint32_t b = 0; b < bytes; b++) p[b] = (uint8_t)(quad >> (8 * b));
   }
 }
 
@@ -263,22 +246,15 @@ __device__ __forceinline__ void segment_encode_step(
         n, x[u]);
 #pragma unroll
   for (int u = 0; u < kEncUnroll; u++) {
-    uint32_t amax = 0;
-    for (int j = 0; j < kLaneValues; j++) {
-      const uint32_t b = qcoll__codec_abs_bits(x[u][j]);
-      amax = b > amax ? b : amax;
-    }
     /* every lane, past the end too: full-mask shuffles */
-    const qcoll__codec_enc_t s = qcoll__codec_enc_scale(fmt, segment_max(amax));
-    uint32_t c[kLaneValues];
-    for (int j = 0; j < kLaneValues; j++)
-      c[j] = qcoll__codec_encode_lane(fmt, x[u][j], s);
+    uint32_t stored;
+    const uint32_t quad = qcoll__codec_segment_encode(fmt, x[u], &stored);
     const size_t g = g0 + (size_t)u * kSegsPerWarp + seg;
     if (kChecked && g >= groups) continue;
     uint8_t *group = out + g * gb;
-    if (k == 0) store_scale<kAligned>(group, s.stored);
-    store_quad<kAligned>(group + QCOLL_CODEC_SCALE_BYTES + qb * k, qb,
-                         qcoll__codec_pack_quad(fmt, c), k);
+    if (k == 0) store_scale<kAligned>(group, stored);
+    store_quad<kAligned>(group + QCOLL_CODEC_SCALE_BYTES + qb * k, qb, quad,
+                         k);
   }
 }
 
@@ -305,11 +281,9 @@ __device__ __forceinline__ void segment_decode_step(
   }
 #pragma unroll
   for (int u = 0; u < kDecUnroll; u++) {
-    const qcoll__codec_dec_t s = qcoll__codec_dec_scale(fmt, scale[u]);
     float y[kLaneValues];
-    for (int j = 0; j < kLaneValues; j++)
-      y[j] = qcoll__codec_decode_lane(
-          fmt, qcoll__codec_quad_code(fmt, quad[u], j), s);
+    qcoll__codec_segment_decode(fmt, qcoll__codec_dec_scale(fmt, scale[u]),
+                                quad[u], y);
     store_values<kAligned, kChecked>(
         out,
         (g0 + (size_t)u * kSegsPerWarp) * QCOLL_CODEC_GROUP +
