@@ -89,20 +89,6 @@ static inline uint32_t __ldcg(const uint32_t *p) {
   return __atomic_load_n(p, __ATOMIC_RELAXED);
 }
 
-/* The 16-byte value vector of the codec kernels' loads and stores, 16-byte
- * aligned like CUDA's. */
-struct alignas(16) float4 {
-  float x, y, z, w;
-};
-static inline float4 make_float4(float x, float y, float z, float w) {
-  float4 v;
-  v.x = x;
-  v.y = y;
-  v.z = z;
-  v.w = w;
-  return v;
-}
-
 /* Warp exchanges, for blocks of exactly one warp (emu_runtime.inc): every
  * lane of the block must call them together, as the full mask requires. */
 uint32_t emu_shfl_u32(uint32_t v, int src_lane);

@@ -19,16 +19,27 @@ struct dim3 {
   unsigned x, y, z;
   dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
 };
-struct alignas(16) uint4 {
-  unsigned x, y, z, w;
+/* 16-byte vectors, 16-byte aligned like CUDA's. */
+template <typename E>
+struct alignas(16) emu_vec4 {
+  E x, y, z, w;
 };
+typedef emu_vec4<unsigned> uint4;
+typedef emu_vec4<float> float4;
+template <typename E>
+static inline emu_vec4<E> emu_make_vec4(E a, E b, E c, E d) {
+  emu_vec4<E> v;
+  v.x = a;
+  v.y = b;
+  v.z = c;
+  v.w = d;
+  return v;
+}
 static inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) {
-  uint4 u;
-  u.x = a;
-  u.y = b;
-  u.z = c;
-  u.w = d;
-  return u;
+  return emu_make_vec4(a, b, c, d);
+}
+static inline float4 make_float4(float a, float b, float c, float d) {
+  return emu_make_vec4(a, b, c, d);
 }
 extern "C" {
 #endif
