@@ -89,8 +89,8 @@ static inline uint32_t __ldcg(const uint32_t *p) {
   return __atomic_load_n(p, __ATOMIC_RELAXED);
 }
 
-/* Warp exchanges, for blocks of exactly one warp (emu_runtime.inc): every
- * lane of the block must call them together, as the full mask requires. */
+/* Warp exchanges, for blocks of whole warps (emu_runtime.inc): every live
+ * lane of a warp must call them together, as the full mask requires. */
 uint32_t emu_shfl_u32(uint32_t v, int src_lane);
 void emu_syncwarp();
 #define __syncwarp(...) emu_syncwarp()
