@@ -319,11 +319,12 @@ qcoll_status_t qcoll_barrier(qcoll_comm_t comm, void *stream);
 
 typedef enum qcoll_algo {
   QCOLL_ALGO_AUTO = 0,    /**< the selection table (QCOLL_ALGO overrides) */
-  QCOLL_ALGO_HOST = 1,    /**< host back end (host buffers only) */
-  QCOLL_ALGO_ONESHOT = 2, /**< CUDA IPC one-shot */
-  QCOLL_ALGO_TWOSHOT = 3, /**< CUDA IPC two-shot */
+  QCOLL_ALGO_HOST = 1,    /**< host back end (GPU buffers: staged through it) */
+  QCOLL_ALGO_ONESHOT = 2, /**< CUDA IPC one-shot (all-reduce only) */
+  QCOLL_ALGO_TWOSHOT = 3, /**< CUDA IPC two-shot (all-reduce only) */
   QCOLL_ALGO_NCCL = 4,    /**< delegate to NCCL */
-  QCOLL_ALGO_COUNT = 5
+  QCOLL_ALGO_IPC = 5,     /**< CUDA IPC copy/reduce kernels (every collective) */
+  QCOLL_ALGO_COUNT = 6
 } qcoll_algo_t;
 
 typedef enum qcoll_quant {
@@ -336,7 +337,12 @@ typedef enum qcoll_quant {
   QCOLL_QUANT_COUNT = 6
 } qcoll_quant_t;
 
-/** Name of an algorithm ("auto", "host", "oneshot", ...), or "invalid". */
+/** Name of an algorithm ("auto", "host", "oneshot", ...), or "invalid".
+ *  The environment variable QCOLL_ALGO forces one for every GPU collective
+ *  it can serve: host, nccl and ipc for all of them, oneshot and twoshot
+ *  for all-reduce only (other collectives keep the table's choice then);
+ *  the barrier always keeps its own.  qcoll_all_reduce_ex() forces one per
+ *  call. */
 const char *qcoll_algo_name(qcoll_algo_t algo);
 /** Name of a quantisation ("default", "none", "fp8", ...), or "invalid". */
 const char *qcoll_quant_name(qcoll_quant_t quant);

@@ -38,7 +38,7 @@ def read_rows(path, col):
             if col >= len(parts):
                 continue
             cell = parts[col]
-            if parts[8] != "0" or parts[12] != "0":
+            if parts[8] != "0" or parts[12] not in ("0", "N/A"):  # N/A: no in-place run
                 cell += " !"
             rows[int(parts[0])] = cell
     return rows

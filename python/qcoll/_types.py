@@ -43,6 +43,7 @@ class Algo(enum.IntEnum):
     ONESHOT = 2
     TWOSHOT = 3
     NCCL = 4
+    IPC = 5
 
 
 class Quant(enum.IntEnum):

@@ -426,7 +426,7 @@ class Comm:
     def all_reduce_ex(self, sendbuf, recvbuf=None, op="sum", algo="auto", quant=None,
                       stream=None):
         """all_reduce with a forced algorithm ('auto', 'host', 'oneshot',
-        'twoshot', 'nccl') and quantisation (None/'default', 'none'/'fp',
+        'twoshot', 'nccl', 'ipc') and quantisation (None/'default', 'none'/'fp',
         'fp8', 'int8', 'int6', 'int4')."""
         what = "qcoll.Comm.all_reduce_ex"
         ops = _Operands(what, stream, True, sendbuf=sendbuf, recvbuf=recvbuf)

@@ -357,8 +357,15 @@ static qcoll_quant_t resolve_quant(qcoll_comm_t comm, qcoll_quant_t q) {
   return q != QCOLL_QUANT_DEFAULT ? q : comm->env_quant;
 }
 
-static qcoll_algo_t resolve_algo(qcoll_comm_t comm, qcoll_algo_t a) {
-  return a != QCOLL_ALGO_AUTO ? a : comm->env_algo;
+/* A per-call choice wins; else QCOLL_ALGO where it names a path for this
+ * collective (one-shot and two-shot are all-reduce algorithms: a broadcast
+ * under QCOLL_ALGO=twoshot keeps the table's choice). */
+static qcoll_algo_t resolve_algo(qcoll_comm_t comm, const call_t *c) {
+  if (c->algo != QCOLL_ALGO_AUTO) return c->algo;
+  qcoll_algo_t env = comm->env_algo;
+  bool all_reduce_only = env == QCOLL_ALGO_ONESHOT || env == QCOLL_ALGO_TWOSHOT;
+  return all_reduce_only && c->kind != QCOLL__COLL_ALL_REDUCE ? QCOLL_ALGO_AUTO
+                                                              : env;
 }
 
 static qcoll_status_t run_nccl(qcoll_comm_t comm, const call_t *c) {
@@ -435,6 +442,7 @@ static qcoll__path_t choose_path(qcoll_comm_t comm, const call_t *c,
     case QCOLL_ALGO_TWOSHOT: return QCOLL__PATH_TWOSHOT;
     case QCOLL_ALGO_NCCL: return QCOLL__PATH_NCCL;
     case QCOLL_ALGO_HOST: return QCOLL__PATH_STAGED;
+    case QCOLL_ALGO_IPC: return QCOLL__PATH_IPC;
     default: break;
   }
   qcoll__select_in_t in = selection_input(comm, c, nccl_ok);
@@ -572,10 +580,9 @@ static qcoll_status_t run_call(qcoll_comm_t comm, call_t *c) {
   if ((st = check_enums(comm, c)) || (st = compute_sizes(comm, c)) ||
       (st = check_pointers(comm, c)) || (st = place_call(comm, c)))
     return st;
-  /* QCOLL_ALGO forces the path of GPU all-reduces only; a per-call choice
-   * that cannot serve the buffers is refused below with the reason. */
-  if (c->kind == QCOLL__COLL_ALL_REDUCE && c->device >= 0)
-    c->algo = resolve_algo(comm, c->algo);
+  /* QCOLL_ALGO forces the path of GPU collectives; a per-call choice that
+   * cannot serve the buffers is refused below with the reason. */
+  if (c->device >= 0) c->algo = resolve_algo(comm, c);
   c->quant = resolve_quant(comm, c->quant);
   if (c->device < 0 && c->algo != QCOLL_ALGO_AUTO && c->algo != QCOLL_ALGO_HOST)
     return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,

@@ -53,8 +53,8 @@ static const env_entry_t env_table[] = {
      "1: ranks compare each call's signature (count, dtype, op, root) before "
      "running it"},
     {"QCOLL_ALGO", "auto",
-     "force the path of GPU all-reduces: auto, host (staged), oneshot, "
-     "twoshot, nccl"},
+     "force the path of GPU collectives: auto, host (staged), nccl, ipc; "
+     "oneshot and twoshot for all-reduce only (the barrier keeps its own)"},
     {"QCOLL_QUANT", "none",
      "quantised transfer for GPU all-reduce: none, fp8, int8, int6, int4"},
     {"QCOLL_QUANT_MIN_BYTES", "1M",
@@ -74,6 +74,10 @@ static const env_entry_t env_table[] = {
      "serves)"},
     {"QCOLL_NCCL_LIB", "",
      "path of libnccl to load (default: the usual names)"},
+    {"QCOLL_NCCL_BLOCKING", "1",
+     "1: NCCL calls go to a blocking communicator split from the non-blocking "
+     "one made at init (no launch thread per call); 0: every NCCL call stays "
+     "non-blocking and under QCOLL_TIMEOUT"},
     {"QCOLL_DISABLE_CUDA", "0",
      "1: never load or use CUDA, even when a GPU is present"},
 };

@@ -29,7 +29,8 @@ const char *qcoll_op_name(qcoll_op_t op) {
 }
 
 const char *qcoll_algo_name(qcoll_algo_t algo) {
-  static const char *names[] = {"auto", "host", "oneshot", "twoshot", "nccl"};
+  static const char *names[] = {"auto", "host", "oneshot", "twoshot", "nccl",
+                                "ipc"};
   return (unsigned)algo < QCOLL_ALGO_COUNT ? names[algo] : "invalid";
 }
 

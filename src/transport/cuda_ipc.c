@@ -657,9 +657,10 @@ qcoll_status_t qcoll__cuda_comm_init(qcoll_comm_t comm) {
   QLOG_INFO(comm, CUDA,
             "CUDA IPC ready: %d ranks, %d on this GPU, grid <= %d blocks, "
             "2 regions of %zu KiB and 2 one-shot regions of %zu KiB, "
-            "one-shot up to %zu bytes",
+            "one-shot up to %zu bytes; the write-and-verify probe passed "
+            "with all %d peers",
             comm->nranks, cc->ranks_on_gpu, max_grid, v->region_bytes >> 10,
-            v->oneshot_bytes >> 10, cc->oneshot_max_bytes);
+            v->oneshot_bytes >> 10, cc->oneshot_max_bytes, comm->nranks - 1);
   goto out;
 
 unusable_unmapped:

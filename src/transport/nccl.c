@@ -19,6 +19,7 @@
 #include <glob.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +69,10 @@ typedef struct nccl_api {
               void *stream);
   int (*group_start)(void);
   int (*group_end)(void);
+  /* Optional (looked up apart from api_symbols): NULL keeps every NCCL
+   * call on the non-blocking communicator. */
+  int (*comm_split)(void *comm, int color, int key, void **newcomm,
+                    qcoll__nccl_config_t *config);
 } nccl_api_t;
 
 static const struct {
@@ -194,6 +199,8 @@ static bool try_library(const char *path, char *why, size_t n,
     memcpy((char *)&found + api_symbols[i].offset, &sym, sizeof sym);
   }
   if (why[0]) goto fail;
+  sym = dlsym(h, "ncclCommSplit");
+  if (sym) memcpy(&found.comm_split, &sym, sizeof sym);
 
   api = found;
   lib.handle = h;
@@ -405,7 +412,10 @@ int qcoll__nccl_op(qcoll_op_t op) {
 
 struct qcoll__nccl_comm {
   qcoll__nccl_state_t state;
-  void *handle; /* ncclComm_t while READY */
+  void *handle; /* ncclComm_t while READY: the one every call uses */
+  void *parent; /* the non-blocking one it was split from, or NULL */
+  void *split;  /* ncclCommSplit's output: a non-blocking parent fills it
+                   in the background, so it must outlive the call */
   bool broken;  /* NCCL reported an error: destroy must abort */
   char why[REASON_BYTES + 64];
 };
@@ -433,12 +443,20 @@ static void describe(const char *fn, void *handle, int result, char *out,
 
 typedef enum wait_end { WAIT_DONE, WAIT_TIMEOUT, WAIT_ABORTED } wait_end_t;
 
+/* How long a wait for a non-blocking NCCL call polls without sleeping.  A
+ * collective's enqueue usually leaves "in progress" within microseconds,
+ * and the shortest nanosleep lasts the thread's timer slack (50 us by
+ * default): sleeping at once would add that to every delegated call. */
+#define NCCL_WAIT_SPIN_S 200e-6
+
 /* Poll a non-blocking NCCL communicator until its pending work leaves "in
- * progress"; *result is then its outcome.  Naps grow from 1 us to 1 ms so
- * fast completions cost little and slow ones do not burn a core. */
+ * progress"; *result is then its outcome.  It spins (yielding the core to
+ * NCCL's own threads) for NCCL_WAIT_SPIN_S, then naps from 50 us up to
+ * 1 ms, so fast completions cost little and slow ones do not burn a core. */
 static wait_end_t wait_nccl(qcoll_comm_t comm, void *handle,
                             qcoll__deadline_t deadline, int *result) {
-  long nap_ns = 1000;
+  const double spin_end = qcoll__now() + NCCL_WAIT_SPIN_S;
+  long nap_ns = 50000;
   for (;;) {
     int async = QCOLL__NCCL_SUCCESS;
     int r = api.comm_get_async_error(handle, &async);
@@ -452,6 +470,10 @@ static wait_end_t wait_nccl(qcoll_comm_t comm, void *handle,
     }
     if (qcoll__comm_aborted(comm)) return WAIT_ABORTED;
     if (qcoll__deadline_passed(deadline)) return WAIT_TIMEOUT;
+    if (qcoll__now() < spin_end) {
+      sched_yield();
+      continue;
+    }
     struct timespec ts = {0, nap_ns};
     nanosleep(&ts, NULL);
     if (nap_ns < 1000000) nap_ns *= 2;
@@ -637,6 +659,21 @@ static qcoll_status_t share_unique_id(qcoll_comm_t comm,
   return QCOLL_OK;
 }
 
+static qcoll__nccl_config_t nccl_config(int blocking) {
+  qcoll__nccl_config_t config = {
+      .size = sizeof config,
+      .magic = QCOLL__NCCL_CONFIG_MAGIC,
+      .version = QCOLL__NCCL_MIN_VERSION,
+      .blocking = blocking,
+      .cga_cluster_size = QCOLL__NCCL_CONFIG_UNDEF_INT,
+      .min_ctas = QCOLL__NCCL_CONFIG_UNDEF_INT,
+      .max_ctas = QCOLL__NCCL_CONFIG_UNDEF_INT,
+      .net_name = NULL,
+      .split_share = QCOLL__NCCL_CONFIG_UNDEF_INT,
+  };
+  return config;
+}
+
 /* Step 3, local: non-blocking ncclCommInitRankConfig on comm->device,
  * polled until done.  Its deadline is half the communicator's, so a rank
  * that failed at once (and waits in step 4 with the full deadline) is
@@ -651,17 +688,7 @@ static bool init_local(qcoll_comm_t comm, const qcoll__nccl_unique_id_t *id,
     return false;
   }
   double started = qcoll__now();
-  qcoll__nccl_config_t config = {
-      .size = sizeof config,
-      .magic = QCOLL__NCCL_CONFIG_MAGIC,
-      .version = QCOLL__NCCL_MIN_VERSION,
-      .blocking = 0,
-      .cga_cluster_size = QCOLL__NCCL_CONFIG_UNDEF_INT,
-      .min_ctas = QCOLL__NCCL_CONFIG_UNDEF_INT,
-      .max_ctas = QCOLL__NCCL_CONFIG_UNDEF_INT,
-      .net_name = NULL,
-      .split_share = QCOLL__NCCL_CONFIG_UNDEF_INT,
-  };
+  qcoll__nccl_config_t config = nccl_config(0);
   int r =
       api.comm_init_rank_config(handle, comm->nranks, *id, comm->rank, &config);
   bool ok = false;
@@ -726,6 +753,91 @@ static qcoll_status_t agree_result(qcoll_comm_t comm,
   return st;
 }
 
+/* Step 5, collective: the calls go to a blocking child communicator.  A
+ * call on a non-blocking NCCL communicator starts a thread to launch its
+ * work, which costs tens of microseconds per collective; a blocking one
+ * launches in the caller.  The non-blocking parent keeps its purpose: init,
+ * where a missing peer is the usual failure, ran under qcoll's deadline,
+ * and so does the split (the parent runs it in the background and is
+ * polled).  Every rank has just reported a working parent (step 4), so
+ * every rank is here.  Ranks agree on the outcome: if the split failed
+ * anywhere, the parents may be stuck in it, so NCCL is given up on every
+ * rank, with the reason.  QCOLL_NCCL_BLOCKING=0 skips this step. */
+static bool split_local(qcoll_comm_t comm, struct qcoll__nccl_comm *s,
+                        char *why, size_t n) {
+  qcoll__nccl_config_t config = nccl_config(1);
+  qcoll__deadline_t deadline = qcoll__deadline_in(comm->timeout_s / 2);
+  int r = api.comm_split(s->handle, 0, comm->rank, &s->split, &config);
+  if (r != QCOLL__NCCL_SUCCESS && r != QCOLL__NCCL_IN_PROGRESS) {
+    describe("ncclCommSplit", s->handle, r, why, n);
+    return false;
+  }
+  wait_end_t end = wait_nccl(comm, s->handle, deadline, &r);
+  if (end == WAIT_DONE && r == QCOLL__NCCL_SUCCESS && s->split)
+    end = wait_nccl(comm, s->split, deadline, &r);
+  if (end == WAIT_TIMEOUT)
+    snprintf(why, n, "ncclCommSplit still in progress after %.1f s",
+             comm->timeout_s / 2);
+  else if (end == WAIT_ABORTED)
+    snprintf(why, n, "the communicator was aborted during ncclCommSplit");
+  else if (r != QCOLL__NCCL_SUCCESS)
+    describe("ncclCommSplit", s->handle, r, why, n);
+  else if (!s->split)
+    snprintf(why, n, "ncclCommSplit returned no communicator");
+  else
+    return true;
+  return false;
+}
+
+static qcoll_status_t use_blocking_child(qcoll_comm_t comm,
+                                         struct qcoll__nccl_comm *s) {
+  if (!qcoll__env_bool("QCOLL_NCCL_BLOCKING")) return QCOLL_OK;
+  if (!api.comm_split) {
+    QLOG_INFO(comm, NCCL,
+              "this NCCL has no ncclCommSplit: its calls stay non-blocking");
+    return QCOLL_OK;
+  }
+  result_msg_t *all = calloc((size_t)comm->nranks, sizeof *all);
+  if (!all) {
+    qcoll__comm_mark_broken(comm);
+    return qcoll__error(comm, QCOLL_ERR_OUT_OF_MEMORY,
+                        "NCCL split: cannot allocate %d result records",
+                        comm->nranks);
+  }
+  qcoll__device_guard_t guard;
+  bool entered = qcoll__device_guard_enter(comm, &guard) == QCOLL_OK;
+  char *why = all[comm->rank].reason;
+  if (!entered)
+    snprintf(why, REASON_BYTES, "cannot make device %d current: %s",
+             comm->device, qcoll_last_error());
+  all[comm->rank].ok = entered && split_local(comm, s, why, REASON_BYTES);
+  qcoll_status_t st =
+      qcoll__bootstrap_allgather(comm->bootstrap, all, sizeof *all);
+  int bad = comm->nranks;
+  for (int r = 0; st == QCOLL_OK && r < comm->nranks && bad == comm->nranks;
+       r++)
+    if (!all[r].ok) bad = r;
+  if (st == QCOLL_OK && bad == comm->nranks) {
+    s->parent = s->handle;
+    s->handle = s->split;
+    s->split = NULL;
+    QLOG_INFO(comm, NCCL, "NCCL calls use a blocking communicator split from "
+                          "the non-blocking one");
+  } else {
+    abort_handle(comm, &s->split);
+    abort_handle(comm, &s->handle);
+    s->state = QCOLL__NCCL_REFUSED;
+    if (st == QCOLL_OK) {
+      all[bad].reason[REASON_BYTES - 1] = '\0';
+      refuse(comm, s, "rank %d: %s (QCOLL_NCCL_BLOCKING=0 avoids the split)",
+             bad, all[bad].reason);
+    }
+  }
+  if (entered) qcoll__device_guard_exit(comm, &guard);
+  free(all);
+  return st;
+}
+
 static qcoll_status_t create(qcoll_comm_t comm, struct qcoll__nccl_comm *s) {
   qcoll_status_t st = agree_ready(comm, s);
   if (st != QCOLL_OK || s->state == QCOLL__NCCL_REFUSED) return st;
@@ -735,7 +847,9 @@ static qcoll_status_t create(qcoll_comm_t comm, struct qcoll__nccl_comm *s) {
   char why[REASON_BYTES];
   void *handle = NULL;
   bool ok = init_local(comm, &id, &handle, why, sizeof why);
-  return agree_result(comm, s, &handle, ok, why);
+  st = agree_result(comm, s, &handle, ok, why);
+  if (st != QCOLL_OK || s->state != QCOLL__NCCL_READY) return st;
+  return use_blocking_child(comm, s);
 }
 
 static qcoll_status_t refused_error(qcoll_comm_t comm) {
@@ -792,44 +906,55 @@ qcoll_status_t qcoll__nccl_comm_prepare(qcoll_comm_t comm, void *stream,
   return qcoll__nccl_comm_get(comm, nccl_comm);
 }
 
+/* Finalize and destroy one NCCL communicator (abort it when the
+ * communicator is broken or finalize does not finish by the deadline). */
+static void release_handle(qcoll_comm_t comm, struct qcoll__nccl_comm *s,
+                           void **handle, bool healthy) {
+  bool finalized = false;
+  if (healthy) {
+    /* Finalize flushes this rank's NCCL work; after it, destroy frees
+     * locally without waiting.  Work that never completes (a peer died
+     * mid-collective) passes the deadline and is aborted instead. */
+    int r = api.comm_finalize(*handle);
+    if (r == QCOLL__NCCL_IN_PROGRESS || r == QCOLL__NCCL_SUCCESS) {
+      wait_end_t end = wait_nccl(comm, *handle, qcoll__comm_deadline(comm), &r);
+      finalized = end == WAIT_DONE && r == QCOLL__NCCL_SUCCESS;
+      if (end == WAIT_TIMEOUT)
+        QLOG_WARN(comm, NCCL,
+                  "ncclCommFinalize still in progress after "
+                  "%.1f s: aborting the NCCL communicator",
+                  comm->timeout_s);
+    }
+    if (!finalized && r != QCOLL__NCCL_SUCCESS) {
+      char d[REASON_BYTES];
+      describe("ncclCommFinalize", *handle, r, d, sizeof d);
+      QLOG_INFO(comm, NCCL, "%s; aborting instead", d);
+      s->broken = true;
+    }
+  }
+  if (finalized) {
+    int r = api.comm_destroy(*handle);
+    if (r != QCOLL__NCCL_SUCCESS && r != QCOLL__NCCL_IN_PROGRESS)
+      QLOG_INFO(comm, NCCL, "ncclCommDestroy returned %d", r);
+    *handle = NULL;
+  } else {
+    abort_handle(comm, handle);
+  }
+}
+
 void qcoll__nccl_comm_destroy(qcoll_comm_t comm) {
   struct qcoll__nccl_comm *s = comm->nccl;
   if (!s) return;
   comm->nccl = NULL;
-  if (s->handle) {
+  if (s->handle || s->parent) {
     qcoll__device_guard_t guard;
     bool entered = qcoll__device_guard_enter(comm, &guard) == QCOLL_OK;
-    bool healthy =
-        !s->broken && entered && atomic_load(&comm->state) == QCOLL_COMM_LIVE;
-    bool finalized = false;
-    if (healthy) {
-      /* Finalize flushes this rank's NCCL work; after it, destroy frees
-       * locally without waiting.  Work that never completes (a peer died
-       * mid-collective) passes the deadline and is aborted instead. */
-      int r = api.comm_finalize(s->handle);
-      if (r == QCOLL__NCCL_IN_PROGRESS || r == QCOLL__NCCL_SUCCESS) {
-        wait_end_t end =
-            wait_nccl(comm, s->handle, qcoll__comm_deadline(comm), &r);
-        finalized = end == WAIT_DONE && r == QCOLL__NCCL_SUCCESS;
-        if (end == WAIT_TIMEOUT)
-          QLOG_WARN(comm, NCCL,
-                    "ncclCommFinalize still in progress after "
-                    "%.1f s: aborting the NCCL communicator",
-                    comm->timeout_s);
-      }
-      if (!finalized && r != QCOLL__NCCL_SUCCESS) {
-        char d[REASON_BYTES];
-        describe("ncclCommFinalize", s->handle, r, d, sizeof d);
-        QLOG_INFO(comm, NCCL, "%s; aborting instead", d);
-      }
-    }
-    if (finalized) {
-      int r = api.comm_destroy(s->handle);
-      if (r != QCOLL__NCCL_SUCCESS && r != QCOLL__NCCL_IN_PROGRESS)
-        QLOG_INFO(comm, NCCL, "ncclCommDestroy returned %d", r);
-      s->handle = NULL;
-    } else {
-      abort_handle(comm, &s->handle);
+    /* The child the calls used first, then the parent it came from. */
+    void **handles[] = {&s->handle, &s->parent};
+    for (int i = 0; i < 2; i++) {
+      bool healthy = !s->broken && entered &&
+                     atomic_load(&comm->state) == QCOLL_COMM_LIVE;
+      if (*handles[i]) release_handle(comm, s, handles[i], healthy);
     }
     if (entered) qcoll__device_guard_exit(comm, &guard);
   }

@@ -9,6 +9,9 @@
 #                                      large messages take many launches and
 #                                      many send/recv steps
 #   gpu.collectives.failure.n2         a missing sender: the recv gives up
+#   gpu.collectives.forced_ipc.n2      NCCL visible but QCOLL_ALGO=ipc: with one
+#                                      rank per GPU, where NCCL would serve, the
+#                                      forced path still gives exact results
 # The selection table's GPU rows, on the host (label unit, runs everywhere).
 add_executable(test_select_ipc test_select_ipc.c)
 target_link_libraries(test_select_ipc PRIVATE qcoll_internal cmocka::cmocka)
@@ -113,7 +116,7 @@ else()
 endif()
 
 set(QCOLL_COLL_TESTS collectives.n2 collectives.n3 collectives.small_ipc.n2
-    collectives.small_ipc.n3 collectives.failure.n2)
+    collectives.small_ipc.n3 collectives.failure.n2 collectives.forced_ipc.n2)
 
 if(NOT QCOLL_HAVE_CUDA)
   foreach(name ${QCOLL_COLL_TESTS})
@@ -142,6 +145,11 @@ foreach(n 2 3)
                        SKIP_RETURN_CODE 77 TIMEOUT 900 RUN_SERIAL TRUE ENVIRONMENT
                        "${QCOLL_COLL_TEST_ENV};QCOLL_IPC_BYTES=1M;QCOLL_IPC_P2P_BYTES=64K")
 endforeach()
+add_test(NAME gpu.collectives.forced_ipc.n2
+         COMMAND $<TARGET_FILE:qcoll-run> -n 2 $<TARGET_FILE:gpu_collectives>)
+set_tests_properties(gpu.collectives.forced_ipc.n2 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77
+                     TIMEOUT 900 RUN_SERIAL TRUE ENVIRONMENT
+                     "QCOLL_TIMEOUT=60;QCOLL_DEBUG=WARN;QCOLL_ALGO=ipc")
 add_test(NAME gpu.collectives.failure.n2
          COMMAND $<TARGET_FILE:qcoll-run> -n 2 $<TARGET_FILE:gpu_collectives> failure)
 set_tests_properties(gpu.collectives.failure.n2 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77

@@ -423,8 +423,13 @@ def case_quick(device):
 def case_quick_graph(device):
     if device.type != "cuda":
         skip("CUDA graphs need CUDA")
+    # Bound the way engines bind: set_device alone (torch.cuda.graph then
+    # captures on this device's streams).
+    torch.cuda.set_device(device)
     qr = quick_setup(device)
     replays = 12
+    if torch.cuda.device_count() > 1:
+        refuses_capture_on_another_device(qr, device)
     for dtype in (torch.bfloat16, torch.float16):
         for n in (4096, 2 * 1024 * 1024):
             static_in = torch.zeros(n, dtype=dtype, device=device)
@@ -449,6 +454,28 @@ def case_quick_graph(device):
     qr.close()
     dist.destroy_process_group()
     print(f"rank {RANK}: quick_graph ok ({replays} replays per shape)", flush=True)
+
+
+def refuses_capture_on_another_device(qr, device):
+    """A capture on another current device would leave the all-reduce out
+    of the graph: QuickAllReduce refuses it before enqueuing anything, on
+    every rank, and works on afterwards."""
+    other = (device.index + 1) % torch.cuda.device_count()
+    inp = torch.ones(1024, device=device)
+    graph = torch.cuda.CUDAGraph()
+    try:
+        # An explicit stream: torch.cuda.graph's shared default capture
+        # stream would otherwise be made on `other` and kept for later captures.
+        with torch.cuda.graph(graph, stream=torch.cuda.Stream(other)):
+            qr.quick_all_reduce(inp)
+    except RuntimeError as e:
+        assert f"being captured on cuda:{other}" in str(e), str(e)
+    else:
+        raise AssertionError(f"rank {RANK}: a capture on cuda:{other} was not refused")
+    del graph
+    check_equal("all-reduce after the refused capture", qr.quick_all_reduce(inp),
+                torch.full_like(inp, float(WORLD)))
+    print(f"rank {RANK}: capture on cuda:{other} refused", flush=True)
 
 
 # Per quantised transfer: largest error as a fraction of the group's

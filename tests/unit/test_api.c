@@ -52,6 +52,8 @@ static void dtype_table(void **state) {
   assert_string_equal(qcoll_dtype_name(QCOLL_BF16), "bf16");
   assert_string_equal(qcoll_op_name(QCOLL_AVG), "avg");
   assert_string_equal(qcoll_algo_name(QCOLL_ALGO_TWOSHOT), "twoshot");
+  assert_string_equal(qcoll_algo_name(QCOLL_ALGO_IPC), "ipc");
+  assert_string_equal(qcoll_algo_name(QCOLL_ALGO_COUNT), "invalid");
   assert_string_equal(qcoll_quant_name(QCOLL_QUANT_INT6), "int6");
   assert_string_equal(qcoll_op_name((qcoll_op_t)77), "invalid");
 }

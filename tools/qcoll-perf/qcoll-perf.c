@@ -102,7 +102,7 @@ static void print_usage(FILE *f) {
       "  -G, --cudagraph N       capture the timed loop in a CUDA graph and\n"
       "                          launch it N times (GPU memory only)\n"
       "  -a, --algo A            all_reduce algorithm: auto host oneshot "
-      "twoshot nccl\n"
+      "twoshot nccl ipc\n"
       "  -q, --quant Q           all_reduce transfer: none fp8 int8 int6 int4\n"
       "  -m, --memory host|gpu   buffer memory (default gpu with a GPU, else "
       "host)\n"
@@ -204,7 +204,7 @@ static qcoll_algo_t parse_algo(const char *s) {
   for (int i = 0; i < QCOLL_ALGO_COUNT; i++)
     if (strcasecmp(s, qcoll_algo_name((qcoll_algo_t)i)) == 0)
       return (qcoll_algo_t)i;
-  input_error("-a: unknown algorithm '%s' (auto host oneshot twoshot nccl)", s);
+  input_error("-a: unknown algorithm '%s' (auto host oneshot twoshot nccl ipc)", s);
 }
 
 static qcoll_quant_t parse_quant(const char *s) {
@@ -294,7 +294,8 @@ static void parse_options(int argc, char **argv, perf_opts_t *o) {
 
   perf_args_check(&o->args, o->coll);
   if ((algo_given || quant_given) && o->coll->id != PERF_ALL_REDUCE)
-    input_error("-a and -q apply to all_reduce only, not to %s", o->coll->name);
+    input_error("-a and -q apply to all_reduce only, not to %s (QCOLL_ALGO=nccl|ipc|host "
+                "forces the path of every collective)", o->coll->name);
   /* Ask the driver only when it matters: -m host never touches a GPU. */
   const char *no_gpu = NULL;
   if (!mem_given)

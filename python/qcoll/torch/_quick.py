@@ -127,11 +127,24 @@ class QuickAllReduce:
         Quantised formats round the transferred values (at most twice)."""
         if self.disabled:
             raise RuntimeError("QuickAllReduce is closed")
+        self._check_capture_device()
         if out is None:
             out = torch.empty_like(inp)
         stream = torch.cuda.current_stream(self.device)
         self.comm.all_reduce_ex(inp, out, op="sum", quant=self.quantization, stream=stream)
         return out
+
+    def _check_capture_device(self):
+        # torch.cuda.graph captures the current stream of the *current*
+        # device; work enqueued on this object's device would be left out of
+        # the graph (and run once, now), so refuse before enqueuing anything.
+        current = torch.cuda.current_device()
+        if current != self.device.index and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError(
+                f"QuickAllReduce on {self.device}: a CUDA graph is being captured on "
+                f"cuda:{current}, the current device, but this object enqueues on the "
+                f"current stream of {self.device}; make {self.device} current "
+                f"(torch.cuda.set_device) before capturing")
 
     def close(self):
         """Destroy the communicator (collective: every rank closes)."""
