@@ -674,6 +674,26 @@ static qcoll__nccl_config_t nccl_config(int blocking) {
   return config;
 }
 
+/* Wait for a non-blocking NCCL operation (fn, on handle) to finish by
+ * deadline; true when it succeeded, else why says what went wrong
+ * (during names the operation in the abort message). */
+static bool wait_succeeded(qcoll_comm_t comm, void *handle,
+                           qcoll__deadline_t deadline, double seconds,
+                           const char *fn, const char *during, char *why,
+                           size_t n) {
+  int r = QCOLL__NCCL_SUCCESS;
+  wait_end_t end = wait_nccl(comm, handle, deadline, &r);
+  if (end == WAIT_TIMEOUT)
+    snprintf(why, n, "%s still in progress after %.1f s", fn, seconds);
+  else if (end == WAIT_ABORTED)
+    snprintf(why, n, "the communicator was aborted during %s", during);
+  else if (r != QCOLL__NCCL_SUCCESS)
+    describe(fn, handle, r, why, n);
+  else
+    return true;
+  return false;
+}
+
 /* Step 3, local: non-blocking ncclCommInitRankConfig on comm->device,
  * polled until done.  Its deadline is half the communicator's, so a rank
  * that failed at once (and waits in step 4 with the full deadline) is
@@ -693,17 +713,9 @@ static bool init_local(qcoll_comm_t comm, const qcoll__nccl_unique_id_t *id,
       api.comm_init_rank_config(handle, comm->nranks, *id, comm->rank, &config);
   bool ok = false;
   if (r == QCOLL__NCCL_IN_PROGRESS || (r == QCOLL__NCCL_SUCCESS && *handle)) {
-    wait_end_t end =
-        wait_nccl(comm, *handle, qcoll__deadline_in(comm->timeout_s / 2), &r);
-    if (end == WAIT_TIMEOUT)
-      snprintf(why, n, "ncclCommInitRankConfig still in progress after %.1f s",
-               comm->timeout_s / 2);
-    else if (end == WAIT_ABORTED)
-      snprintf(why, n, "the communicator was aborted during NCCL init");
-    else if (r != QCOLL__NCCL_SUCCESS)
-      describe("ncclCommInitRankConfig", *handle, r, why, n);
-    else
-      ok = true;
+    ok = wait_succeeded(comm, *handle, qcoll__deadline_in(comm->timeout_s / 2),
+                        comm->timeout_s / 2, "ncclCommInitRankConfig",
+                        "NCCL init", why, n);
   } else {
     describe("ncclCommInitRankConfig", *handle, r, why, n);
   }
@@ -716,40 +728,53 @@ static bool init_local(qcoll_comm_t comm, const qcoll__nccl_unique_id_t *id,
   return ok;
 }
 
-/* Step 4, collective: keep NCCL only if every rank got it. */
-static qcoll_status_t agree_result(qcoll_comm_t comm,
-                                   struct qcoll__nccl_comm *s, void **handle,
-                                   bool ok, const char *why) {
-  size_t n = (size_t)comm->nranks;
-  result_msg_t *all = calloc(n, sizeof *all);
-  if (!all) {
-    abort_handle(comm, handle);
+/* Collective: all-gather every rank's outcome (ok, or why not).  *bad is
+ * the first rank that failed, nranks when none did; its reason, if any,
+ * goes to reason. */
+static qcoll_status_t gather_outcomes(qcoll_comm_t comm, bool ok,
+                                      const char *why, int *bad,
+                                      char reason[REASON_BYTES]) {
+  *bad = comm->nranks;
+  reason[0] = '\0';
+  result_msg_t *all = calloc((size_t)comm->nranks, sizeof *all);
+  if (!all)
     return qcoll__error(comm, QCOLL_ERR_OUT_OF_MEMORY,
-                        "NCCL init: cannot allocate %zu result records", n);
-  }
+                        "cannot allocate %d NCCL result records", comm->nranks);
   all[comm->rank].ok = ok;
   snprintf(all[comm->rank].reason, REASON_BYTES, "%s", ok ? "" : why);
   qcoll_status_t st =
       qcoll__bootstrap_allgather(comm->bootstrap, all, sizeof *all);
-  size_t bad = n;
-  for (size_t r = 0; st == QCOLL_OK && r < n && bad == n; r++)
-    if (!all[r].ok) bad = r;
-  if (st != QCOLL_OK || bad < n) {
+  for (int r = 0; st == QCOLL_OK && r < comm->nranks; r++)
+    if (!all[r].ok) {
+      *bad = r;
+      snprintf(reason, REASON_BYTES, "%.*s", REASON_BYTES - 1, all[r].reason);
+      break;
+    }
+  free(all);
+  return st;
+}
+
+/* Step 4, collective: keep NCCL only if every rank got it. */
+static qcoll_status_t agree_result(qcoll_comm_t comm,
+                                   struct qcoll__nccl_comm *s, void **handle,
+                                   bool ok, const char *why) {
+  int bad = comm->nranks;
+  char reason[REASON_BYTES];
+  qcoll_status_t st = gather_outcomes(comm, ok, why, &bad, reason);
+  if (st != QCOLL_OK || bad < comm->nranks) {
     qcoll__device_guard_t guard;
     bool entered = qcoll__device_guard_enter(comm, &guard) == QCOLL_OK;
     abort_handle(comm, handle);
     if (entered) qcoll__device_guard_exit(comm, &guard);
   }
-  if (st == QCOLL_OK && bad < n) {
-    all[bad].reason[REASON_BYTES - 1] = '\0';
-    refuse(comm, s, "rank %zu: %s", bad, all[bad].reason);
+  if (st == QCOLL_OK && bad < comm->nranks) {
+    refuse(comm, s, "rank %d: %s", bad, reason);
   } else if (st == QCOLL_OK) {
     s->state = QCOLL__NCCL_READY;
     s->handle = *handle;
     QLOG_INFO(comm, NCCL, "NCCL communicator ready: rank %d of %d on device %d",
               comm->rank, comm->nranks, comm->device);
   }
-  free(all);
   return st;
 }
 
@@ -772,21 +797,17 @@ static bool split_local(qcoll_comm_t comm, struct qcoll__nccl_comm *s,
     describe("ncclCommSplit", s->handle, r, why, n);
     return false;
   }
-  wait_end_t end = wait_nccl(comm, s->handle, deadline, &r);
-  if (end == WAIT_DONE && r == QCOLL__NCCL_SUCCESS && s->split)
-    end = wait_nccl(comm, s->split, deadline, &r);
-  if (end == WAIT_TIMEOUT)
-    snprintf(why, n, "ncclCommSplit still in progress after %.1f s",
-             comm->timeout_s / 2);
-  else if (end == WAIT_ABORTED)
-    snprintf(why, n, "the communicator was aborted during ncclCommSplit");
-  else if (r != QCOLL__NCCL_SUCCESS)
-    describe("ncclCommSplit", s->handle, r, why, n);
-  else if (!s->split)
+  /* The parent runs the split; the child then reports its own state. */
+  const double seconds = comm->timeout_s / 2;
+  if (!wait_succeeded(comm, s->handle, deadline, seconds, "ncclCommSplit",
+                      "ncclCommSplit", why, n))
+    return false;
+  if (!s->split) {
     snprintf(why, n, "ncclCommSplit returned no communicator");
-  else
-    return true;
-  return false;
+    return false;
+  }
+  return wait_succeeded(comm, s->split, deadline, seconds, "ncclCommSplit",
+                        "ncclCommSplit", why, n);
 }
 
 static qcoll_status_t use_blocking_child(qcoll_comm_t comm,
@@ -797,26 +818,16 @@ static qcoll_status_t use_blocking_child(qcoll_comm_t comm,
               "this NCCL has no ncclCommSplit: its calls stay non-blocking");
     return QCOLL_OK;
   }
-  result_msg_t *all = calloc((size_t)comm->nranks, sizeof *all);
-  if (!all) {
-    qcoll__comm_mark_broken(comm);
-    return qcoll__error(comm, QCOLL_ERR_OUT_OF_MEMORY,
-                        "NCCL split: cannot allocate %d result records",
-                        comm->nranks);
-  }
+  char why[REASON_BYTES] = "";
   qcoll__device_guard_t guard;
   bool entered = qcoll__device_guard_enter(comm, &guard) == QCOLL_OK;
-  char *why = all[comm->rank].reason;
   if (!entered)
-    snprintf(why, REASON_BYTES, "cannot make device %d current: %s",
+    snprintf(why, sizeof why, "cannot make device %d current: %s",
              comm->device, qcoll_last_error());
-  all[comm->rank].ok = entered && split_local(comm, s, why, REASON_BYTES);
-  qcoll_status_t st =
-      qcoll__bootstrap_allgather(comm->bootstrap, all, sizeof *all);
+  bool ok = entered && split_local(comm, s, why, sizeof why);
   int bad = comm->nranks;
-  for (int r = 0; st == QCOLL_OK && r < comm->nranks && bad == comm->nranks;
-       r++)
-    if (!all[r].ok) bad = r;
+  char reason[REASON_BYTES];
+  qcoll_status_t st = gather_outcomes(comm, ok, why, &bad, reason);
   if (st == QCOLL_OK && bad == comm->nranks) {
     s->parent = s->handle;
     s->handle = s->split;
@@ -827,14 +838,11 @@ static qcoll_status_t use_blocking_child(qcoll_comm_t comm,
     abort_handle(comm, &s->split);
     abort_handle(comm, &s->handle);
     s->state = QCOLL__NCCL_REFUSED;
-    if (st == QCOLL_OK) {
-      all[bad].reason[REASON_BYTES - 1] = '\0';
+    if (st == QCOLL_OK)
       refuse(comm, s, "rank %d: %s (QCOLL_NCCL_BLOCKING=0 avoids the split)",
-             bad, all[bad].reason);
-    }
+             bad, reason);
   }
   if (entered) qcoll__device_guard_exit(comm, &guard);
-  free(all);
   return st;
 }
 
