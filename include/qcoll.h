@@ -314,7 +314,7 @@ qcoll_status_t qcoll_recv(void *recvbuf, size_t count, qcoll_dtype_t dtype,
 qcoll_status_t qcoll_barrier(qcoll_comm_t comm, void *stream);
 
 /* ------------------------------------------------------------------ */
-/* Extended all-reduce                                                 */
+/* Per-call options                                                    */
 /* ------------------------------------------------------------------ */
 
 typedef enum qcoll_algo {
@@ -341,30 +341,69 @@ typedef enum qcoll_quant {
  *  The environment variable QCOLL_ALGO forces one for every GPU collective
  *  it can serve: host, nccl and ipc for all of them, oneshot and twoshot
  *  for all-reduce only (other collectives keep the table's choice then);
- *  the barrier always keeps its own.  qcoll_all_reduce_ex() forces one per
- *  call. */
+ *  the barrier always keeps its own.  The *_ex collectives force one per
+ *  call, which wins over QCOLL_ALGO. */
 const char *qcoll_algo_name(qcoll_algo_t algo);
 /** Name of a quantisation ("default", "none", "fp8", ...), or "invalid". */
 const char *qcoll_quant_name(qcoll_quant_t quant);
 
-/** Per-call options of qcoll_all_reduce_ex(). */
-typedef struct qcoll_all_reduce_options {
-  size_t size;         /**< sizeof(qcoll_all_reduce_options_t) */
+/** Per-call options of the *_ex collectives.  Every rank taking part in a
+ *  call must pass the same options (with QCOLL_CHECK=1 a difference is
+ *  QCOLL_ERR_MISMATCH naming both ranks' algorithms); a send and its recv
+ *  must force the same algorithm. */
+typedef struct qcoll_options {
+  size_t size;         /**< sizeof(qcoll_options_t) */
   qcoll_algo_t algo;   /**< QCOLL_ALGO_AUTO by default */
-  qcoll_quant_t quant; /**< QCOLL_QUANT_DEFAULT by default */
-} qcoll_all_reduce_options_t;
+  qcoll_quant_t quant; /**< QCOLL_QUANT_DEFAULT by default; all-reduce only:
+                            the other collectives refuse anything but
+                            DEFAULT and NONE */
+} qcoll_options_t;
 
 /** Fill options with defaults. */
+qcoll_status_t qcoll_options_init(qcoll_options_t *opts);
+
+/** The earlier names of qcoll_options_t and qcoll_options_init(). */
+typedef qcoll_options_t qcoll_all_reduce_options_t;
 qcoll_status_t qcoll_all_reduce_options_init(qcoll_all_reduce_options_t *opts);
 
-/** qcoll_all_reduce with per-call options (NULL = defaults).  Forcing an
- *  algorithm that cannot serve the buffers is QCOLL_ERR_UNSUPPORTED with a
- *  message saying why. */
+/* The collectives above with per-call options (NULL = defaults).  Forcing an
+ * algorithm that cannot serve the call (oneshot/twoshot for anything but an
+ * all-reduce, nccl where NCCL refuses the ranks or, for send/recv, before a
+ * collective has created NCCL's communicator, ipc without CUDA IPC, any GPU
+ * algorithm on host buffers) is QCOLL_ERR_UNSUPPORTED with a message saying
+ * why, and nothing is enqueued.  The barrier moves no data and takes no
+ * options. */
 qcoll_status_t qcoll_all_reduce_ex(const void *sendbuf, void *recvbuf,
                                    size_t count, qcoll_dtype_t dtype,
                                    qcoll_op_t op, qcoll_comm_t comm,
-                                   void *stream,
-                                   const qcoll_all_reduce_options_t *opts);
+                                   void *stream, const qcoll_options_t *opts);
+qcoll_status_t qcoll_reduce_ex(const void *sendbuf, void *recvbuf,
+                               size_t count, qcoll_dtype_t dtype,
+                               qcoll_op_t op, int root, qcoll_comm_t comm,
+                               void *stream, const qcoll_options_t *opts);
+qcoll_status_t qcoll_broadcast_ex(const void *sendbuf, void *recvbuf,
+                                  size_t count, qcoll_dtype_t dtype, int root,
+                                  qcoll_comm_t comm, void *stream,
+                                  const qcoll_options_t *opts);
+qcoll_status_t qcoll_all_gather_ex(const void *sendbuf, void *recvbuf,
+                                   size_t sendcount, qcoll_dtype_t dtype,
+                                   qcoll_comm_t comm, void *stream,
+                                   const qcoll_options_t *opts);
+qcoll_status_t qcoll_reduce_scatter_ex(const void *sendbuf, void *recvbuf,
+                                       size_t recvcount, qcoll_dtype_t dtype,
+                                       qcoll_op_t op, qcoll_comm_t comm,
+                                       void *stream,
+                                       const qcoll_options_t *opts);
+qcoll_status_t qcoll_all_to_all_ex(const void *sendbuf, void *recvbuf,
+                                   size_t count, qcoll_dtype_t dtype,
+                                   qcoll_comm_t comm, void *stream,
+                                   const qcoll_options_t *opts);
+qcoll_status_t qcoll_send_ex(const void *sendbuf, size_t count,
+                             qcoll_dtype_t dtype, int peer, qcoll_comm_t comm,
+                             void *stream, const qcoll_options_t *opts);
+qcoll_status_t qcoll_recv_ex(void *recvbuf, size_t count, qcoll_dtype_t dtype,
+                             int peer, qcoll_comm_t comm, void *stream,
+                             const qcoll_options_t *opts);
 
 /* ------------------------------------------------------------------ */
 /* Configuration table                                                 */

@@ -44,7 +44,8 @@ class ConfigStruct(ctypes.Structure):
     ]
 
 
-class AllReduceOptionsStruct(ctypes.Structure):
+class OptionsStruct(ctypes.Structure):
+    """qcoll_options_t: per-call options of the *_ex collectives."""
     _fields_ = [
         ("size", ctypes.c_size_t),
         ("algo", ctypes.c_int),
@@ -59,6 +60,7 @@ _str_p = ctypes.POINTER(ctypes.c_char_p)
 _size = ctypes.c_size_t
 _ptr = ctypes.c_void_p
 _int = ctypes.c_int
+_opts_p = ctypes.POINTER(OptionsStruct)
 
 # name: (restype, argtypes) for every function of include/qcoll.h.
 _SIGNATURES = {
@@ -96,11 +98,16 @@ _SIGNATURES = {
     "qcoll_send": (_status, [_ptr, _size, _int, _int, _comm, _ptr]),
     "qcoll_recv": (_status, [_ptr, _size, _int, _int, _comm, _ptr]),
     "qcoll_barrier": (_status, [_comm, _ptr]),
-    "qcoll_all_reduce_options_init": (_status, [ctypes.POINTER(AllReduceOptionsStruct)]),
-    "qcoll_all_reduce_ex": (
-        _status,
-        [_ptr, _ptr, _size, _int, _int, _comm, _ptr, ctypes.POINTER(AllReduceOptionsStruct)],
-    ),
+    "qcoll_options_init": (_status, [_opts_p]),
+    "qcoll_all_reduce_options_init": (_status, [_opts_p]),
+    "qcoll_all_reduce_ex": (_status, [_ptr, _ptr, _size, _int, _int, _comm, _ptr, _opts_p]),
+    "qcoll_reduce_ex": (_status, [_ptr, _ptr, _size, _int, _int, _int, _comm, _ptr, _opts_p]),
+    "qcoll_broadcast_ex": (_status, [_ptr, _ptr, _size, _int, _int, _comm, _ptr, _opts_p]),
+    "qcoll_all_gather_ex": (_status, [_ptr, _ptr, _size, _int, _comm, _ptr, _opts_p]),
+    "qcoll_reduce_scatter_ex": (_status, [_ptr, _ptr, _size, _int, _int, _comm, _ptr, _opts_p]),
+    "qcoll_all_to_all_ex": (_status, [_ptr, _ptr, _size, _int, _comm, _ptr, _opts_p]),
+    "qcoll_send_ex": (_status, [_ptr, _size, _int, _int, _comm, _ptr, _opts_p]),
+    "qcoll_recv_ex": (_status, [_ptr, _size, _int, _int, _comm, _ptr, _opts_p]),
     "qcoll_env_describe": (_status, [_int, _str_p, _str_p, _str_p]),
     "qcoll_selection_table_format": (_status, [ctypes.c_char_p, _size, ctypes.POINTER(_size)]),
     "qcoll_backends_describe": (_status, [ctypes.c_char_p, _size, ctypes.POINTER(_size)]),

@@ -19,7 +19,7 @@ from . import _errors
 from ._buffer import as_buffer, default_stream, stream_handle
 from ._errors import InvalidArgumentError, InvalidUsageError, make_error
 from ._lib import (QCOLL_DEVICE_CURRENT, QCOLL_DEVICE_NONE, QCOLL_UNIQUE_ID_BYTES,
-                   AllReduceOptionsStruct, ConfigStruct, UniqueIdStruct, decode, lib)
+                   ConfigStruct, OptionsStruct, UniqueIdStruct, decode, lib)
 from ._types import SUPPORTED_DTYPES, Dtype, as_algo, as_op, as_quant
 
 # ---- status handling ---------------------------------------------------------
@@ -273,6 +273,13 @@ class Comm:
     manager or call destroy() when done (destroy waits for the other ranks
     to destroy too, within the deadline).  One thread at a time may use a
     communicator; abort() may be called from any thread at any time.
+
+    Every collective but barrier takes ``algo=``: None keeps the selection
+    table's path (or QCOLL_ALGO's), a name ('host', 'nccl', 'ipc', and for
+    all_reduce 'oneshot' and 'twoshot') forces this call's path; a path that
+    cannot serve the call raises UnsupportedError and enqueues nothing.
+    all_reduce also takes ``quant=``.  Every rank must pass the same, and a
+    send and its recv the same algo.
     """
 
     def __init__(self, handle, host_id=None):
@@ -406,41 +413,46 @@ class Comm:
 
     # -- collectives -------------------------------------------------------------
 
-    def _run(self, fn, *args):
+    def _run(self, fn, *args, algo=None, quant=None):
         """Call collective ``fn`` with ``args`` (its arguments but the
         communicator, which every collective takes just before the stream,
-        its last argument)."""
+        its last argument).  With ``algo`` or ``quant`` its _ex form runs,
+        with those as per-call options."""
+        opts = None
+        if algo is not None or quant is not None:
+            opts = OptionsStruct()
+            _check(lib().qcoll_options_init(ctypes.byref(opts)))
+            opts.algo = int(as_algo("auto" if algo is None else algo))
+            opts.quant = int(as_quant(quant))
         with self._lock:
             h = self._live(fn)
-            _check(getattr(lib(), fn)(*args[:-1], h, args[-1]), h)
+            if opts is None:
+                _check(getattr(lib(), fn)(*args[:-1], h, args[-1]), h)
+            else:
+                _check(getattr(lib(), fn + "_ex")(*args[:-1], h, args[-1],
+                                                   ctypes.byref(opts)), h)
 
-    def all_reduce(self, sendbuf, recvbuf=None, op="sum", stream=None):
-        """recvbuf = op over ranks of sendbuf (in place without recvbuf)."""
+    def all_reduce(self, sendbuf, recvbuf=None, op="sum", stream=None, algo=None,
+                   quant=None):
+        """recvbuf = op over ranks of sendbuf (in place without recvbuf).
+
+        ``algo`` forces the path of this call ('auto', 'host', 'oneshot',
+        'twoshot', 'nccl', 'ipc'; None: the selection table, or
+        QCOLL_ALGO), ``quant`` its transfer (None/'default', 'none'/'fp',
+        'fp8', 'int8', 'int6', 'int4').  Every rank must pass the same."""
         what = "qcoll.Comm.all_reduce"
         ops = _Operands(what, stream, True, sendbuf=sendbuf, recvbuf=recvbuf)
         out = self._reduce_out(ops, what)
         self._run("qcoll_all_reduce", ops.ptr("sendbuf"), out.ptr, ops.count("sendbuf"),
-                  int(ops.dtype), int(as_op(op)), ops.stream)
+                  int(ops.dtype), int(as_op(op)), ops.stream, algo=algo, quant=quant)
         return recvbuf if recvbuf is not None else sendbuf
 
     def all_reduce_ex(self, sendbuf, recvbuf=None, op="sum", algo="auto", quant=None,
                       stream=None):
-        """all_reduce with a forced algorithm ('auto', 'host', 'oneshot',
-        'twoshot', 'nccl', 'ipc') and quantisation (None/'default', 'none'/'fp',
-        'fp8', 'int8', 'int6', 'int4')."""
-        what = "qcoll.Comm.all_reduce_ex"
-        ops = _Operands(what, stream, True, sendbuf=sendbuf, recvbuf=recvbuf)
-        out = self._reduce_out(ops, what)
-        opts = AllReduceOptionsStruct()
-        _check(lib().qcoll_all_reduce_options_init(ctypes.byref(opts)))
-        opts.algo = int(as_algo(algo))
-        opts.quant = int(as_quant(quant))
-        with self._lock:
-            h = self._live("all_reduce_ex")
-            _check(lib().qcoll_all_reduce_ex(ops.ptr("sendbuf"), out.ptr, ops.count("sendbuf"),
-                                             int(ops.dtype), int(as_op(op)), h, ops.stream,
-                                             ctypes.byref(opts)), h)
-        return recvbuf if recvbuf is not None else sendbuf
+        """all_reduce with a forced algorithm and quantisation (the same as
+        ``all_reduce(..., algo=, quant=)``)."""
+        return self.all_reduce(sendbuf, recvbuf, op=op, stream=stream, algo=algo,
+                               quant=quant)
 
     def _reduce_out(self, ops, what):
         send = ops["sendbuf"]
@@ -451,7 +463,7 @@ class Comm:
         _same_size(what, "recvbuf", out, "sendbuf", send)
         return out
 
-    def reduce(self, sendbuf, recvbuf=None, op="sum", root=0, stream=None):
+    def reduce(self, sendbuf, recvbuf=None, op="sum", root=0, stream=None, algo=None):
         """root's recvbuf = op over ranks of sendbuf (root's sendbuf in place
         without recvbuf; other ranks' buffers are left alone)."""
         what = "qcoll.Comm.reduce"
@@ -468,10 +480,10 @@ class Comm:
         elif ops["recvbuf"] is not None:
             out_ptr = ops["recvbuf"].ptr
         self._run("qcoll_reduce", send.ptr, out_ptr, ops.count("sendbuf"), int(ops.dtype),
-                  int(as_op(op)), int(root), ops.stream)
+                  int(as_op(op)), int(root), ops.stream, algo=algo)
         return recvbuf if recvbuf is not None else sendbuf
 
-    def broadcast(self, buf, recvbuf=None, root=0, stream=None):
+    def broadcast(self, buf, recvbuf=None, root=0, stream=None, algo=None):
         """Copy root's ``buf`` into every rank's ``recvbuf`` (into ``buf``
         itself without recvbuf).  On other ranks ``buf`` may be None when
         recvbuf is given."""
@@ -485,10 +497,10 @@ class Comm:
             _same_size(what, "recvbuf", out, "buf", ops["buf"])
         count = out.nbytes // ops.elem
         self._run("qcoll_broadcast", ops.ptr("buf"), out.ptr, count, int(ops.dtype), int(root),
-                  ops.stream)
+                  ops.stream, algo=algo)
         return recvbuf if recvbuf is not None else buf
 
-    def all_gather(self, sendbuf, recvbuf=None, stream=None):
+    def all_gather(self, sendbuf, recvbuf=None, stream=None, algo=None):
         """recvbuf[r] = sendbuf of rank r.  Without recvbuf a new array of
         shape (size, *sendbuf.shape) is returned."""
         what = "qcoll.Comm.all_gather"
@@ -499,10 +511,10 @@ class Comm:
         _writable(what, "recvbuf", ops["recvbuf"])
         _same_size(what, "recvbuf", ops["recvbuf"], "sendbuf", ops["sendbuf"], self._size)
         self._run("qcoll_all_gather", ops.ptr("sendbuf"), ops.ptr("recvbuf"),
-                  ops.count("sendbuf"), int(ops.dtype), ops.stream)
+                  ops.count("sendbuf"), int(ops.dtype), ops.stream, algo=algo)
         return recvbuf
 
-    def reduce_scatter(self, sendbuf, recvbuf=None, op="sum", stream=None):
+    def reduce_scatter(self, sendbuf, recvbuf=None, op="sum", stream=None, algo=None):
         """recvbuf = op over ranks of block ``rank`` of sendbuf (sendbuf
         holds size blocks).  Without recvbuf a new array is returned: of
         shape sendbuf.shape[1:] when sendbuf is (size, ...) with two or more
@@ -524,10 +536,10 @@ class Comm:
         _writable(what, "recvbuf", ops["recvbuf"])
         _same_size(what, "sendbuf", ops["sendbuf"], "recvbuf", ops["recvbuf"], self._size)
         self._run("qcoll_reduce_scatter", ops.ptr("sendbuf"), ops.ptr("recvbuf"),
-                  ops.count("recvbuf"), int(ops.dtype), int(as_op(op)), ops.stream)
+                  ops.count("recvbuf"), int(ops.dtype), int(as_op(op)), ops.stream, algo=algo)
         return recvbuf
 
-    def all_to_all(self, sendbuf, recvbuf=None, stream=None):
+    def all_to_all(self, sendbuf, recvbuf=None, stream=None, algo=None):
         """Block r of recvbuf = block ``rank`` of rank r's sendbuf (both hold
         size equal blocks).  Without recvbuf the exchange happens in place
         in sendbuf (through a temporary copy)."""
@@ -546,24 +558,24 @@ class Comm:
                 f"{what}: sendbuf holds {total} elements, not a multiple of the "
                 f"{self._size} ranks")
         self._run("qcoll_all_to_all", send.ptr, ops.ptr("recvbuf"), total // self._size,
-                  int(ops.dtype), ops.stream)
+                  int(ops.dtype), ops.stream, algo=algo)
         return recvbuf
 
-    def send(self, buf, peer, stream=None):
+    def send(self, buf, peer, stream=None, algo=None):
         """Send ``buf`` to rank ``peer`` (which receives the same count and
         dtype)."""
         ops = _Operands("qcoll.Comm.send", stream, False, buf=buf)
         self._run("qcoll_send", ops.ptr("buf"), ops.count("buf"), int(ops.dtype), int(peer),
-                  ops.stream)
+                  ops.stream, algo=algo)
         return buf
 
-    def recv(self, buf, peer, stream=None):
+    def recv(self, buf, peer, stream=None, algo=None):
         """Receive into ``buf`` from rank ``peer``."""
         what = "qcoll.Comm.recv"
         ops = _Operands(what, stream, False, buf=buf)
         _writable(what, "buf", ops["buf"])
         self._run("qcoll_recv", ops.ptr("buf"), ops.count("buf"), int(ops.dtype), int(peer),
-                  ops.stream)
+                  ops.stream, algo=algo)
         return buf
 
     def barrier(self, stream=None):

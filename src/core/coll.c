@@ -33,6 +33,7 @@ typedef struct call {
   qcoll_op_t op;
   int root; /* root, or peer for send/recv */
   void *stream;
+  const qcoll_options_t *opts; /* the caller's, or NULL */
   qcoll_algo_t algo;
   qcoll_quant_t quant;
   bool quant_per_call; /* asked for in the call's options, not the env */
@@ -125,6 +126,18 @@ static qcoll_status_t check_enums(qcoll_comm_t comm, const call_t *c) {
     return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: quant %d is not a qcoll_quant_t", fn,
                         (int)c->quant);
+  if (c->kind != QCOLL__COLL_ALL_REDUCE &&
+      (c->algo == QCOLL_ALGO_ONESHOT || c->algo == QCOLL_ALGO_TWOSHOT))
+    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
+                        "%s_ex: %s is an all_reduce algorithm (use auto, host, "
+                        "nccl or ipc)",
+                        fn, qcoll_algo_name(c->algo));
+  if (c->kind != QCOLL__COLL_ALL_REDUCE && c->quant != QCOLL_QUANT_DEFAULT &&
+      c->quant != QCOLL_QUANT_NONE)
+    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
+                        "%s_ex: quantisation %s serves all_reduce only (use "
+                        "QCOLL_QUANT_DEFAULT or NONE)",
+                        fn, qcoll_quant_name(c->quant));
   return QCOLL_OK;
 }
 
@@ -231,10 +244,16 @@ static qcoll_status_t place_call(qcoll_comm_t comm, call_t *c) {
  * runs, so a mismatched call fails with a name instead of corrupting data
  * or hanging. */
 typedef struct signature {
-  /* reserved: no padding, so memcmp never compares indeterminate bytes */
-  int32_t kind, dtype, op, root, placement, reserved;
+  /* algo: the forced algorithm of a GPU call (-1 on host buffers, where
+   * auto and host mean the same); six int32 keep the struct free of
+   * padding, so memcmp never compares indeterminate bytes */
+  int32_t kind, dtype, op, root, placement, algo;
   uint64_t count;
 } signature_t;
+
+static const char *signature_algo(const signature_t *s) {
+  return s->algo < 0 ? "host" : qcoll_algo_name((qcoll_algo_t)s->algo);
+}
 
 static qcoll_status_t check_signature(qcoll_comm_t comm, const call_t *c) {
   if (!comm->check_calls || is_p2p(c->kind)) return QCOLL_OK;
@@ -248,7 +267,7 @@ static qcoll_status_t check_signature(qcoll_comm_t comm, const call_t *c) {
                       is_reduction(c->kind) ? (int32_t)c->op : -1,
                       has_root(c->kind) ? c->root : -1,
                       c->device < 0 ? 0 : 1,
-                      0,
+                      c->device < 0 ? -1 : (int32_t)c->algo,
                       c->count};
   all[comm->rank] = mine;
   qcoll_status_t st =
@@ -258,14 +277,17 @@ static qcoll_status_t check_signature(qcoll_comm_t comm, const call_t *c) {
     if (!memcmp(s, &mine, sizeof mine)) continue;
     st = qcoll__error(
         comm, QCOLL_ERR_MISMATCH,
-        "QCOLL_CHECK: rank %d called %s(count=%llu, dtype=%s, op=%s, root=%d) "
-        "but rank %zu called %s(count=%llu, dtype=%s, op=%s, root=%d)",
+        "QCOLL_CHECK: rank %d called %s(count=%llu, dtype=%s, op=%s, root=%d, "
+        "algo=%s) but rank %zu called %s(count=%llu, dtype=%s, op=%s, "
+        "root=%d, algo=%s)",
         comm->rank, coll_fn[mine.kind], (unsigned long long)mine.count,
         qcoll_dtype_name((qcoll_dtype_t)mine.dtype),
-        mine.op < 0 ? "-" : qcoll_op_name((qcoll_op_t)mine.op), mine.root, r,
+        mine.op < 0 ? "-" : qcoll_op_name((qcoll_op_t)mine.op), mine.root,
+        signature_algo(&mine), r,
         (unsigned)s->kind <= QCOLL__COLL_BARRIER ? coll_fn[s->kind] : "?",
         (unsigned long long)s->count, qcoll_dtype_name((qcoll_dtype_t)s->dtype),
-        s->op < 0 ? "-" : qcoll_op_name((qcoll_op_t)s->op), s->root);
+        s->op < 0 ? "-" : qcoll_op_name((qcoll_op_t)s->op), s->root,
+        signature_algo(s));
   }
   free(all);
   return st;
@@ -574,10 +596,26 @@ out:
   return st;
 }
 
+/* Copy the caller's options into the call (after the communicator is known
+ * to be valid, so a bad size is reported on it). */
+static qcoll_status_t take_options(qcoll_comm_t comm, call_t *c) {
+  const qcoll_options_t *o = c->opts;
+  if (!o) return QCOLL_OK;
+  if (o->size != sizeof *o)
+    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+                        "%s_ex: opts->size is %zu, expected %zu (fill opts "
+                        "with qcoll_options_init first)",
+                        coll_fn[c->kind], o->size, sizeof *o);
+  c->algo = o->algo;
+  c->quant = o->quant;
+  c->quant_per_call = o->quant != QCOLL_QUANT_DEFAULT;
+  return QCOLL_OK;
+}
+
 static qcoll_status_t run_call(qcoll_comm_t comm, call_t *c) {
   qcoll_status_t st = qcoll__comm_check_usable(comm, coll_fn[c->kind]);
   if (st != QCOLL_OK) return st;
-  if ((st = check_enums(comm, c)) || (st = compute_sizes(comm, c)) ||
+  if ((st = take_options(comm, c)) || (st = check_enums(comm, c)) || (st = compute_sizes(comm, c)) ||
       (st = check_pointers(comm, c)) || (st = place_call(comm, c)))
     return st;
   /* QCOLL_ALGO forces the path of GPU collectives; a per-call choice that
@@ -596,7 +634,7 @@ static qcoll_status_t run_call(qcoll_comm_t comm, call_t *c) {
 
 static call_t make_call(coll_kind_t kind, const void *sendbuf, void *recvbuf,
                         size_t count, qcoll_dtype_t dtype, qcoll_op_t op,
-                        int root, void *stream) {
+                        int root, void *stream, const qcoll_options_t *opts) {
   call_t c = {.kind = kind,
               .sendbuf = sendbuf,
               .recvbuf = recvbuf,
@@ -605,16 +643,17 @@ static call_t make_call(coll_kind_t kind, const void *sendbuf, void *recvbuf,
               .op = op,
               .root = root,
               .stream = stream,
+              .opts = opts,
               .algo = QCOLL_ALGO_AUTO,
               .quant = QCOLL_QUANT_DEFAULT,
               .device = -1};
   return c;
 }
 
-qcoll_status_t qcoll_all_reduce_options_init(qcoll_all_reduce_options_t *o) {
+qcoll_status_t qcoll_options_init(qcoll_options_t *o) {
   if (!o)
     return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
-                        "qcoll_all_reduce_options_init: opts is NULL");
+                        "qcoll_options_init: opts is NULL");
   memset(o, 0, sizeof *o);
   o->size = sizeof *o;
   o->algo = QCOLL_ALGO_AUTO;
@@ -622,24 +661,19 @@ qcoll_status_t qcoll_all_reduce_options_init(qcoll_all_reduce_options_t *o) {
   return QCOLL_OK;
 }
 
+qcoll_status_t qcoll_all_reduce_options_init(qcoll_all_reduce_options_t *o) {
+  return qcoll_options_init(o);
+}
+
+/* Each collective has a plain form and an _ex form with per-call options;
+ * the plain form is the _ex form without options. */
+
 qcoll_status_t qcoll_all_reduce_ex(const void *sendbuf, void *recvbuf,
                                    size_t count, qcoll_dtype_t dtype,
                                    qcoll_op_t op, qcoll_comm_t comm,
-                                   void *stream,
-                                   const qcoll_all_reduce_options_t *opts) {
+                                   void *stream, const qcoll_options_t *opts) {
   call_t c = make_call(QCOLL__COLL_ALL_REDUCE, sendbuf, recvbuf, count, dtype,
-                       op, 0, stream);
-  if (opts) {
-    if (opts->size != sizeof *opts)
-      return qcoll__error(comm && comm->magic == QCOLL_COMM_MAGIC ? comm : NULL,
-                          QCOLL_ERR_INVALID_ARGUMENT,
-                          "qcoll_all_reduce_ex: opts->size is %zu, expected "
-                          "%zu (use qcoll_all_reduce_options_init)",
-                          opts->size, sizeof *opts);
-    c.algo = opts->algo;
-    c.quant = opts->quant;
-    c.quant_per_call = opts->quant != QCOLL_QUANT_DEFAULT;
-  }
+                       op, 0, stream, opts);
   return run_call(comm, &c);
 }
 
@@ -647,32 +681,65 @@ qcoll_status_t qcoll_all_reduce(const void *sendbuf, void *recvbuf,
                                 size_t count, qcoll_dtype_t dtype,
                                 qcoll_op_t op, qcoll_comm_t comm,
                                 void *stream) {
-  call_t c = make_call(QCOLL__COLL_ALL_REDUCE, sendbuf, recvbuf, count, dtype,
-                       op, 0, stream);
+  return qcoll_all_reduce_ex(sendbuf, recvbuf, count, dtype, op, comm, stream,
+                             NULL);
+}
+
+qcoll_status_t qcoll_reduce_ex(const void *sendbuf, void *recvbuf,
+                               size_t count, qcoll_dtype_t dtype,
+                               qcoll_op_t op, int root, qcoll_comm_t comm,
+                               void *stream, const qcoll_options_t *opts) {
+  call_t c = make_call(QCOLL__COLL_REDUCE, sendbuf, recvbuf, count, dtype, op,
+                       root, stream, opts);
   return run_call(comm, &c);
 }
 
 qcoll_status_t qcoll_reduce(const void *sendbuf, void *recvbuf, size_t count,
                             qcoll_dtype_t dtype, qcoll_op_t op, int root,
                             qcoll_comm_t comm, void *stream) {
-  call_t c = make_call(QCOLL__COLL_REDUCE, sendbuf, recvbuf, count, dtype, op,
-                       root, stream);
+  return qcoll_reduce_ex(sendbuf, recvbuf, count, dtype, op, root, comm,
+                         stream, NULL);
+}
+
+qcoll_status_t qcoll_broadcast_ex(const void *sendbuf, void *recvbuf,
+                                  size_t count, qcoll_dtype_t dtype, int root,
+                                  qcoll_comm_t comm, void *stream,
+                                  const qcoll_options_t *opts) {
+  call_t c = make_call(QCOLL__COLL_BROADCAST, sendbuf, recvbuf, count, dtype,
+                       QCOLL_SUM, root, stream, opts);
   return run_call(comm, &c);
 }
 
 qcoll_status_t qcoll_broadcast(const void *sendbuf, void *recvbuf, size_t count,
                                qcoll_dtype_t dtype, int root, qcoll_comm_t comm,
                                void *stream) {
-  call_t c = make_call(QCOLL__COLL_BROADCAST, sendbuf, recvbuf, count, dtype,
-                       QCOLL_SUM, root, stream);
+  return qcoll_broadcast_ex(sendbuf, recvbuf, count, dtype, root, comm, stream,
+                            NULL);
+}
+
+qcoll_status_t qcoll_all_gather_ex(const void *sendbuf, void *recvbuf,
+                                   size_t sendcount, qcoll_dtype_t dtype,
+                                   qcoll_comm_t comm, void *stream,
+                                   const qcoll_options_t *opts) {
+  call_t c = make_call(QCOLL__COLL_ALL_GATHER, sendbuf, recvbuf, sendcount,
+                       dtype, QCOLL_SUM, 0, stream, opts);
   return run_call(comm, &c);
 }
 
 qcoll_status_t qcoll_all_gather(const void *sendbuf, void *recvbuf,
                                 size_t sendcount, qcoll_dtype_t dtype,
                                 qcoll_comm_t comm, void *stream) {
-  call_t c = make_call(QCOLL__COLL_ALL_GATHER, sendbuf, recvbuf, sendcount,
-                       dtype, QCOLL_SUM, 0, stream);
+  return qcoll_all_gather_ex(sendbuf, recvbuf, sendcount, dtype, comm, stream,
+                             NULL);
+}
+
+qcoll_status_t qcoll_reduce_scatter_ex(const void *sendbuf, void *recvbuf,
+                                       size_t recvcount, qcoll_dtype_t dtype,
+                                       qcoll_op_t op, qcoll_comm_t comm,
+                                       void *stream,
+                                       const qcoll_options_t *opts) {
+  call_t c = make_call(QCOLL__COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount,
+                       dtype, op, 0, stream, opts);
   return run_call(comm, &c);
 }
 
@@ -680,36 +747,55 @@ qcoll_status_t qcoll_reduce_scatter(const void *sendbuf, void *recvbuf,
                                     size_t recvcount, qcoll_dtype_t dtype,
                                     qcoll_op_t op, qcoll_comm_t comm,
                                     void *stream) {
-  call_t c = make_call(QCOLL__COLL_REDUCE_SCATTER, sendbuf, recvbuf, recvcount,
-                       dtype, op, 0, stream);
+  return qcoll_reduce_scatter_ex(sendbuf, recvbuf, recvcount, dtype, op, comm,
+                                 stream, NULL);
+}
+
+qcoll_status_t qcoll_all_to_all_ex(const void *sendbuf, void *recvbuf,
+                                   size_t count, qcoll_dtype_t dtype,
+                                   qcoll_comm_t comm, void *stream,
+                                   const qcoll_options_t *opts) {
+  call_t c = make_call(QCOLL__COLL_ALL_TO_ALL, sendbuf, recvbuf, count, dtype,
+                       QCOLL_SUM, 0, stream, opts);
   return run_call(comm, &c);
 }
 
 qcoll_status_t qcoll_all_to_all(const void *sendbuf, void *recvbuf,
                                 size_t count, qcoll_dtype_t dtype,
                                 qcoll_comm_t comm, void *stream) {
-  call_t c = make_call(QCOLL__COLL_ALL_TO_ALL, sendbuf, recvbuf, count, dtype,
-                       QCOLL_SUM, 0, stream);
+  return qcoll_all_to_all_ex(sendbuf, recvbuf, count, dtype, comm, stream,
+                             NULL);
+}
+
+qcoll_status_t qcoll_send_ex(const void *sendbuf, size_t count,
+                             qcoll_dtype_t dtype, int peer, qcoll_comm_t comm,
+                             void *stream, const qcoll_options_t *opts) {
+  call_t c = make_call(QCOLL__COLL_SEND, sendbuf, NULL, count, dtype, QCOLL_SUM,
+                       peer, stream, opts);
   return run_call(comm, &c);
 }
 
 qcoll_status_t qcoll_send(const void *sendbuf, size_t count,
                           qcoll_dtype_t dtype, int peer, qcoll_comm_t comm,
                           void *stream) {
-  call_t c = make_call(QCOLL__COLL_SEND, sendbuf, NULL, count, dtype, QCOLL_SUM,
-                       peer, stream);
+  return qcoll_send_ex(sendbuf, count, dtype, peer, comm, stream, NULL);
+}
+
+qcoll_status_t qcoll_recv_ex(void *recvbuf, size_t count, qcoll_dtype_t dtype,
+                             int peer, qcoll_comm_t comm, void *stream,
+                             const qcoll_options_t *opts) {
+  call_t c = make_call(QCOLL__COLL_RECV, NULL, recvbuf, count, dtype, QCOLL_SUM,
+                       peer, stream, opts);
   return run_call(comm, &c);
 }
 
 qcoll_status_t qcoll_recv(void *recvbuf, size_t count, qcoll_dtype_t dtype,
                           int peer, qcoll_comm_t comm, void *stream) {
-  call_t c = make_call(QCOLL__COLL_RECV, NULL, recvbuf, count, dtype, QCOLL_SUM,
-                       peer, stream);
-  return run_call(comm, &c);
+  return qcoll_recv_ex(recvbuf, count, dtype, peer, comm, stream, NULL);
 }
 
 qcoll_status_t qcoll_barrier(qcoll_comm_t comm, void *stream) {
   call_t c = make_call(QCOLL__COLL_BARRIER, NULL, NULL, 0, QCOLL_U8, QCOLL_SUM,
-                       0, stream);
+                       0, stream, NULL);
   return run_call(comm, &c);
 }

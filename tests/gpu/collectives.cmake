@@ -12,6 +12,11 @@
 #   gpu.collectives.forced_ipc.n2      NCCL visible but QCOLL_ALGO=ipc: with one
 #                                      rank per GPU, where NCCL would serve, the
 #                                      forced path still gives exact results
+#   gpu.collectives.per_call.n3        every call through the _ex forms with a
+#                                      per-call algorithm (ipc, host, auto in
+#                                      turn; ipc in graphs) under
+#                                      QCOLL_ALGO=host and QCOLL_CHECK=1, and the
+#                                      per-call refusals
 # The selection table's GPU rows, on the host (label unit, runs everywhere).
 add_executable(test_select_ipc test_select_ipc.c)
 target_link_libraries(test_select_ipc PRIVATE qcoll_internal cmocka::cmocka)
@@ -116,7 +121,8 @@ else()
 endif()
 
 set(QCOLL_COLL_TESTS collectives.n2 collectives.n3 collectives.small_ipc.n2
-    collectives.small_ipc.n3 collectives.failure.n2 collectives.forced_ipc.n2)
+    collectives.small_ipc.n3 collectives.failure.n2 collectives.forced_ipc.n2
+    collectives.per_call.n3)
 
 if(NOT QCOLL_HAVE_CUDA)
   foreach(name ${QCOLL_COLL_TESTS})
@@ -150,6 +156,11 @@ add_test(NAME gpu.collectives.forced_ipc.n2
 set_tests_properties(gpu.collectives.forced_ipc.n2 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77
                      TIMEOUT 900 RUN_SERIAL TRUE ENVIRONMENT
                      "QCOLL_TIMEOUT=60;QCOLL_DEBUG=WARN;QCOLL_ALGO=ipc")
+add_test(NAME gpu.collectives.per_call.n3
+         COMMAND $<TARGET_FILE:qcoll-run> -n 3 $<TARGET_FILE:gpu_collectives> per-call)
+set_tests_properties(gpu.collectives.per_call.n3 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77
+                     TIMEOUT 900 RUN_SERIAL TRUE ENVIRONMENT
+                     "${QCOLL_COLL_TEST_ENV};QCOLL_ALGO=host;QCOLL_CHECK=1")
 add_test(NAME gpu.collectives.failure.n2
          COMMAND $<TARGET_FILE:qcoll-run> -n 2 $<TARGET_FILE:gpu_collectives> failure)
 set_tests_properties(gpu.collectives.failure.n2 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77

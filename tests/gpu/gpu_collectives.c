@@ -31,6 +31,17 @@
  *   gpu_collectives            (a)-(d)
  *   gpu_collectives failure    the last rank never sends: rank 0's recv
  *                              gives up within QCOLL_TIMEOUT and says why
+ *   gpu_collectives per-call   (a)-(d) through the _ex forms with per-call
+ *                              options: in (a) the calls take ipc, host and
+ *                              auto in turn, in (b) and (c) ipc; then (e).
+ *                              Run with QCOLL_ALGO=host, so the graphs of (b)
+ *                              pass only if a per-call choice wins over the
+ *                              environment's (the host path cannot be
+ *                              captured), and with QCOLL_CHECK=1.
+ *  (e) per-call refusals: host inside a capture, oneshot for a broadcast,
+ *      quantisation for an all-gather, nccl without NCCL, and ranks asking
+ *      for different algorithms (QCOLL_ERR_MISMATCH naming both): each is
+ *      refused with its reason, on every rank alike, and the next call works.
  *
  * Every failure prints "[gpu_collectives rank r/n] FAIL <case>: element i
  * expected X (bits) got Y (bits)".
@@ -72,6 +83,27 @@ static bool reduces(coll_t c) {
   return c == ALL_REDUCE || c == REDUCE || c == REDUCE_SCATTER;
 }
 
+/* ---- per-call options (gpu_collectives per-call) ---------------------------
+ */
+
+static bool per_call_mode;
+
+static qcoll_options_t options_for(qcoll_algo_t algo) {
+  qcoll_options_t o;
+  qcoll_options_init(&o);
+  o.algo = algo;
+  return o;
+}
+
+/* The options of calls that must run on the GPU's stream (captured, or
+ * ordered with other stream work): ipc in per-call mode, else none. */
+static const qcoll_options_t *stream_opts(void) {
+  static qcoll_options_t ipc;
+  if (!per_call_mode) return NULL;
+  ipc = options_for(QCOLL_ALGO_IPC);
+  return &ipc;
+}
+
 static const qcoll_dtype_t all_dtypes[] = {
     QCOLL_I8,  QCOLL_U8,  QCOLL_I32,  QCOLL_U32, QCOLL_I64,
     QCOLL_U64, QCOLL_F16, QCOLL_BF16, QCOLL_F32, QCOLL_F64};
@@ -91,15 +123,19 @@ static void sizes(coll_t c, size_t count, size_t *send_n, size_t *recv_n) {
 }
 
 static qcoll_status_t call(coll_t c, const void *send, void *recv, size_t count,
-                           qcoll_dtype_t d, qcoll_op_t op, int root, void *s) {
+                           qcoll_dtype_t d, qcoll_op_t op, int root, void *s,
+                           const qcoll_options_t *o) {
   switch (c) {
-    case ALL_REDUCE: return qcoll_all_reduce(send, recv, count, d, op, comm, s);
-    case REDUCE: return qcoll_reduce(send, recv, count, d, op, root, comm, s);
-    case BROADCAST: return qcoll_broadcast(send, recv, count, d, root, comm, s);
-    case ALL_GATHER: return qcoll_all_gather(send, recv, count, d, comm, s);
+    case ALL_REDUCE:
+      return qcoll_all_reduce_ex(send, recv, count, d, op, comm, s, o);
+    case REDUCE:
+      return qcoll_reduce_ex(send, recv, count, d, op, root, comm, s, o);
+    case BROADCAST:
+      return qcoll_broadcast_ex(send, recv, count, d, root, comm, s, o);
+    case ALL_GATHER: return qcoll_all_gather_ex(send, recv, count, d, comm, s, o);
     case REDUCE_SCATTER:
-      return qcoll_reduce_scatter(send, recv, count, d, op, comm, s);
-    default: return qcoll_all_to_all(send, recv, count, d, comm, s);
+      return qcoll_reduce_scatter_ex(send, recv, count, d, op, comm, s, o);
+    default: return qcoll_all_to_all_ex(send, recv, count, d, comm, s, o);
   }
 }
 
@@ -436,7 +472,7 @@ static void compare_with_host_back_end(coll_t c, qcoll_dtype_t d, qcoll_op_t op,
   size_t es = qcoll_dtype_size(d);
   void *hs = xmalloc(send_n * es), *hr = xmalloc(recv_n * es);
   memcpy(hs, send_host, send_n * es);
-  GT_QCOLL(comm, call(c, hs, hr, count, d, op, root, NULL));
+  GT_QCOLL(comm, call(c, hs, hr, count, d, op, root, NULL, NULL));
   if (c != REDUCE || gt_rank == root) {
     char label[300];
     snprintf(label, sizeof label, "%s: GPU vs host back end", what);
@@ -446,14 +482,28 @@ static void compare_with_host_back_end(coll_t c, qcoll_dtype_t d, qcoll_op_t op,
   free(hr);
 }
 
+/* In per-call mode the calls of (a) take ipc, host and auto in turn (the
+ * seed is the same on every rank, so all ranks ask alike). */
+static const qcoll_options_t *exact_opts(uint32_t seed, qcoll_options_t *o) {
+  static const qcoll_algo_t turn[] = {QCOLL_ALGO_IPC, QCOLL_ALGO_HOST,
+                                      QCOLL_ALGO_AUTO};
+  if (!per_call_mode) return NULL;
+  *o = options_for(turn[seed % 3]);
+  return o;
+}
+
 static void run_case(coll_t c, qcoll_dtype_t d, qcoll_op_t op, size_t count,
                      const placement_t *pl, int root, uint32_t seed) {
   const int me = gt_rank;
   const size_t es = qcoll_dtype_size(d);
+  qcoll_options_t opts_storage;
+  const qcoll_options_t *opts = exact_opts(seed, &opts_storage);
   char what[256];
-  snprintf(what, sizeof what, "%s %s%s%s count=%zu %s root=%d", coll_names[c],
-           qcoll_dtype_name(d), reduces(c) ? "/" : "",
-           reduces(c) ? qcoll_op_name(op) : "", count, pl->name, root);
+  snprintf(what, sizeof what, "%s %s%s%s count=%zu %s root=%d%s%s",
+           coll_names[c], qcoll_dtype_name(d), reduces(c) ? "/" : "",
+           reduces(c) ? qcoll_op_name(op) : "", count, pl->name, root,
+           opts ? " per-call algo=" : "",
+           opts ? qcoll_algo_name(opts->algo) : "");
   size_t send_n, recv_n;
   sizes(c, count, &send_n, &recv_n);
   char *send_host = xmalloc(send_n * es);
@@ -507,7 +557,8 @@ static void run_case(coll_t c, qcoll_dtype_t d, qcoll_op_t op, size_t count,
   }
   if (!root_only) expected_result(c, d, op, count, root, seed, expected);
 
-  qcoll_status_t st = call(c, send_ptr, recv_ptr, count, d, op, root, stream);
+  qcoll_status_t st =
+      call(c, send_ptr, recv_ptr, count, d, op, root, stream, opts);
   if (st != QCOLL_OK) {
     gt_fail("%s: returned %s: %s", what, qcoll_status_string(st),
             gt_last_error(comm));
@@ -632,7 +683,7 @@ static void graph_replay(const graph_case_t *gc) {
   cudaGraphExec_t exec;
   GT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
   qcoll_status_t st = call(gc->coll, b.send, b.recv, gc->count, gc->dtype,
-                           gc->op, root, stream);
+                           gc->op, root, stream, stream_opts());
   cudaError_t end = cudaStreamEndCapture(stream, &graph);
   if (st != QCOLL_OK) {
     gt_fail("%s: capture refused: %s: %s", what, qcoll_status_string(st),
@@ -712,12 +763,12 @@ static void graph_mix(void) {
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   GT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  GT_QCOLL(comm, qcoll_broadcast(b_dev, b_dev, count, QCOLL_I64, 1 % n, comm,
-                                 stream));
-  GT_QCOLL(comm, qcoll_all_reduce(a_send, a_recv, count, QCOLL_U32, QCOLL_MAX,
-                                  comm, stream));
-  GT_QCOLL(comm,
-           qcoll_all_gather(g_send, g_recv, count, QCOLL_F64, comm, stream));
+  GT_QCOLL(comm, qcoll_broadcast_ex(b_dev, b_dev, count, QCOLL_I64, 1 % n,
+                                    comm, stream, stream_opts()));
+  GT_QCOLL(comm, qcoll_all_reduce_ex(a_send, a_recv, count, QCOLL_U32,
+                                     QCOLL_MAX, comm, stream, stream_opts()));
+  GT_QCOLL(comm, qcoll_all_gather_ex(g_send, g_recv, count, QCOLL_F64, comm,
+                                     stream, stream_opts()));
   GT_QCOLL(comm, qcoll_barrier(comm, stream));
   GT_CUDA(cudaStreamEndCapture(stream, &graph));
   GT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
@@ -856,10 +907,12 @@ static void ring_case(qcoll_dtype_t d, size_t count, size_t misalign, int mode,
     bool send_first = mode != 2 || me % 2 == 0;
     for (int step = 0; step < 2; step++) {
       if ((step == 0) == send_first)
-        GT_QCOLL(comm, qcoll_send(s, count, d, next, comm, stream));
+        GT_QCOLL(comm,
+                 qcoll_send_ex(s, count, d, next, comm, stream, stream_opts()));
       else
-        GT_QCOLL(comm, qcoll_recv(r, count, d, prev, comm,
-                                  mode == 1 ? stream2 : stream));
+        GT_QCOLL(comm, qcoll_recv_ex(r, count, d, prev, comm,
+                                     mode == 1 ? stream2 : stream,
+                                     stream_opts()));
     }
   }
   gt_wait_stream(stream, 120, what);
@@ -947,8 +1000,10 @@ static void test_send_recv(void) {
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   GT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  GT_QCOLL(comm, qcoll_send(sdev, count, QCOLL_I32, next, comm, stream));
-  GT_QCOLL(comm, qcoll_recv(rdev, count, QCOLL_I32, prev, comm, stream));
+  GT_QCOLL(comm, qcoll_send_ex(sdev, count, QCOLL_I32, next, comm, stream,
+                               stream_opts()));
+  GT_QCOLL(comm, qcoll_recv_ex(rdev, count, QCOLL_I32, prev, comm, stream,
+                               stream_opts()));
   GT_CUDA(cudaStreamEndCapture(stream, &graph));
   GT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
   for (int k = 0; k < REPLAYS; k++) {
@@ -1071,6 +1126,84 @@ static void test_barrier(void) {
   GT_CUDA(cudaGraphDestroy(graph));
 }
 
+/* ---- (e) per-call refusals
+ * ------------------------------------------------------ */
+
+/* st must be `expected` with a message holding `part`; a refusal enqueues
+ * nothing, so an all-reduce right after still gives the exact sum. */
+static void expect_refused(qcoll_status_t st, qcoll_status_t expected,
+                           const char *part, const char *what, int32_t *dev) {
+  const char *msg = gt_last_error(comm);
+  if (st != expected)
+    gt_fail("%s: returned %s, expected %s (%s)", what, qcoll_status_string(st),
+            qcoll_status_string(expected), msg);
+  else if (!strstr(msg, part))
+    gt_fail("%s: message '%s' lacks '%s'", what, msg, part);
+  else
+    gt_note("%s: refused as expected: %s", what, msg);
+  const int32_t mine = gt_rank + 1;
+  int32_t sum = 0;
+  GT_CUDA(cudaMemcpy(dev, &mine, sizeof mine, cudaMemcpyHostToDevice));
+  GT_QCOLL(comm, qcoll_all_reduce_ex(dev, dev, 1, QCOLL_I32, QCOLL_SUM, comm,
+                                     stream, stream_opts()));
+  gt_wait_stream(stream, 60, what);
+  GT_CUDA(cudaMemcpy(&sum, dev, sizeof sum, cudaMemcpyDeviceToHost));
+  if (sum != gt_nranks * (gt_nranks + 1) / 2)
+    gt_fail("%s: the all-reduce after the refusal gave %d, expected %d", what,
+            sum, gt_nranks * (gt_nranks + 1) / 2);
+}
+
+static void test_per_call_refusals(void) {
+  int32_t *dev;
+  GT_CUDA(cudaMalloc((void **)&dev, 64 * sizeof *dev));
+  qcoll_options_t o = options_for(QCOLL_ALGO_HOST);
+
+  /* host inside a capture: the per-call choice took effect (the table's
+   * path would have been captured) and is refused before anything runs */
+  cudaGraph_t graph;
+  GT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  qcoll_status_t st = qcoll_all_reduce_ex(dev, dev, 16, QCOLL_F32, QCOLL_SUM,
+                                          comm, stream, &o);
+  GT_CUDA(cudaStreamEndCapture(stream, &graph));
+  GT_CUDA(cudaGraphDestroy(graph));
+  expect_refused(st, QCOLL_ERR_UNSUPPORTED, "cannot be captured",
+                 "per-call host inside a capture", dev);
+
+  o = options_for(QCOLL_ALGO_ONESHOT);
+  st = qcoll_broadcast_ex(dev, dev, 16, QCOLL_F32, 0, comm, stream, &o);
+  expect_refused(st, QCOLL_ERR_UNSUPPORTED, "oneshot is an all_reduce algorithm",
+                 "per-call oneshot for a broadcast", dev);
+
+  o = options_for(QCOLL_ALGO_AUTO);
+  o.quant = QCOLL_QUANT_INT8;
+  st = qcoll_all_gather_ex(dev, dev + 32, 4, QCOLL_F32, comm, stream, &o);
+  expect_refused(st, QCOLL_ERR_UNSUPPORTED, "all_reduce only",
+                 "per-call int8 for an all-gather", dev);
+
+  /* QCOLL_NCCL_LIB points nowhere in this test's CTest entry */
+  o = options_for(QCOLL_ALGO_NCCL);
+  st = qcoll_reduce_scatter_ex(dev, dev + 32, 4, QCOLL_I32, QCOLL_SUM, comm,
+                               stream, &o);
+  expect_refused(st, QCOLL_ERR_UNSUPPORTED, "NCCL",
+                 "per-call nccl without NCCL", dev);
+
+  /* rank 0 asks for ipc, the others for host: QCOLL_CHECK catches it on
+   * every rank before either path runs */
+  if (getenv("QCOLL_CHECK") && atoi(getenv("QCOLL_CHECK")) == 1 &&
+      gt_nranks > 1) {
+    o = options_for(gt_rank == 0 ? QCOLL_ALGO_IPC : QCOLL_ALGO_HOST);
+    st = qcoll_all_reduce_ex(dev, dev, 16, QCOLL_F32, QCOLL_SUM, comm, stream,
+                             &o);
+    expect_refused(st, QCOLL_ERR_MISMATCH,
+                   gt_rank == 0 ? "algo=host" : "algo=ipc",
+                   "ranks forcing different algorithms", dev);
+  } else {
+    gt_note("ranks forcing different algorithms: not run (needs QCOLL_CHECK=1 "
+            "and two ranks)");
+  }
+  GT_CUDA(cudaFree(dev));
+}
+
 /* ---- failure
  * ---------------------------------------------------------------------- */
 
@@ -1144,6 +1277,11 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (argc > 1 && !strcmp(argv[1], "failure")) return test_failure();
+  per_call_mode = argc > 1 && !strcmp(argv[1], "per-call");
+  if (argc > 1 && !per_call_mode) {
+    gt_fail("unknown argument '%s' (failure, per-call, or none)", argv[1]);
+    return 2;
+  }
 
   ipc_bytes = gt_env_bytes("QCOLL_IPC_BYTES", (size_t)64 << 20);
   p2p_bytes = gt_env_bytes("QCOLL_IPC_P2P_BYTES", (size_t)1 << 20);
@@ -1165,6 +1303,11 @@ int main(int argc, char **argv) {
   t0 = gt_now();
   test_barrier();
   gt_note("(d) barrier: %.1f s", gt_now() - t0);
+  if (per_call_mode) {
+    t0 = gt_now();
+    test_per_call_refusals();
+    gt_note("(e) per-call refusals: %.1f s", gt_now() - t0);
+  }
 
   check_async("the end of the run");
   GT_CUDA(cudaFree(pool[0]));

@@ -10,7 +10,7 @@ import pytest
 from qcoll_testutil import REPO, run_ranks
 
 ALL_CASES = ["all_reduce", "reduce", "reduce_scatter", "broadcast", "all_gather",
-             "all_to_all", "send_recv", "errors"]
+             "all_to_all", "send_recv", "errors", "per_call_algo"]
 
 
 def assert_ranks_ok(proc, n, cases):

@@ -323,12 +323,68 @@ def case_peer_abort(comm, ck):
               lambda: comm.all_reduce(np.ones(4, np.float32)))
 
 
+def case_per_call_algo(comm, ck):
+    """Every collective with algo='host' (and 'auto') gives the plain call's
+    result; a GPU algorithm on host memory is refused with the function's
+    name and nothing moves."""
+    n, r = comm.size, comm.rank
+    nxt, prv = (r + 1) % n, (r - 1) % n
+    count = 37
+    for algo in ("host", "auto"):
+        x = make_array("int32", pattern(r, count))
+        comm.all_reduce(x, algo=algo, quant="none")
+        ck.equal(f"all_reduce algo={algo}", x, sum(pattern(q, count) for q in range(n)))
+        x = make_array("float32", pattern(r, count))
+        comm.reduce(x, op="max", root=n - 1, algo=algo)
+        want = np.max([pattern(q, count) for q in range(n)], axis=0) if r == n - 1 \
+            else pattern(r, count)
+        ck.equal(f"reduce algo={algo}", x, want)
+        x = make_array("int64", pattern(r, count))
+        comm.broadcast(x, root=0, algo=algo)
+        ck.equal(f"broadcast algo={algo}", x, pattern(0, count))
+        got = comm.all_gather(make_array("uint8", pattern(r, count)), algo=algo)
+        ck.equal(f"all_gather algo={algo}", got,
+                 np.stack([pattern(q, count) for q in range(n)]))
+        send = make_array("float64", np.arange(n * count) % 7 + r)
+        got = comm.reduce_scatter(send, algo=algo)
+        ck.equal(f"reduce_scatter algo={algo}", got,
+                 n * (np.arange(r * count, (r + 1) * count) % 7) + n * (n - 1) // 2)
+        blocks = np.repeat(np.arange(n), count)
+        got = comm.all_to_all(make_array("int32", r * 8 + blocks), algo=algo)
+        ck.equal(f"all_to_all algo={algo}", got, blocks * 8 + r)
+        if n > 1:
+            send, recv = make_array("int8", pattern(r, count)), empty_array("int8", count)
+            if r % 2 == 0:
+                comm.send(send, nxt, algo=algo)
+                comm.recv(recv, prv, algo=algo)
+            else:
+                comm.recv(recv, prv, algo=algo)
+                comm.send(send, nxt, algo=algo)
+            ck.equal(f"send/recv algo={algo}", recv, pattern(prv, count))
+    x = np.ones(4, np.float32)
+    for fn, call in [("qcoll_reduce", lambda: comm.reduce(x, algo="ipc")),
+                     ("qcoll_broadcast", lambda: comm.broadcast(x, algo="nccl")),
+                     ("qcoll_all_gather", lambda: comm.all_gather(x, algo="ipc")),
+                     ("qcoll_reduce_scatter",
+                      lambda: comm.reduce_scatter(np.ones(4 * n, np.float32), algo="nccl")),
+                     ("qcoll_all_to_all",
+                      lambda: comm.all_to_all(np.ones(4 * n, np.float32), algo="ipc"))]:
+        ck.raises(f"{fn} with a GPU algorithm on host memory", qcoll.UnsupportedError, call,
+                  contains=f"{fn}: algorithm")
+    ck.equal("refused calls left the input alone", x, np.ones(4))
+    ck.raises("unknown algo name", qcoll.InvalidArgumentError,
+              lambda: comm.broadcast(x, algo="fastest"))
+    ck.raises("oneshot is an all-reduce algorithm", qcoll.UnsupportedError,
+              lambda: comm.all_gather(x, algo="oneshot"),
+              contains="qcoll_all_gather_ex: oneshot is an all_reduce algorithm")
+
+
 CASES = {
     "all_reduce": case_all_reduce, "reduce": case_reduce,
     "reduce_scatter": case_reduce_scatter, "broadcast": case_broadcast,
     "all_gather": case_all_gather, "all_to_all": case_all_to_all,
     "send_recv": case_send_recv, "errors": case_errors, "mismatch": case_mismatch,
-    "peer_abort": case_peer_abort,
+    "peer_abort": case_peer_abort, "per_call_algo": case_per_call_algo,
 }
 
 

@@ -246,7 +246,9 @@ def case_bad_flags(run_, perf):
         (["-b"], "option -b needs an argument"),
         (["all_sum"], "unknown collective 'all_sum'"),
         (["-o", "sum", "broadcast"], "-o does not apply to broadcast"),
-        (["-q", "int8", "all_gather"], "-a and -q apply to all_reduce only"),
+        (["-q", "int8", "all_gather"], "-q applies to all_reduce only"),
+        (["-a", "oneshot", "broadcast"], "-a oneshot is an all_reduce algorithm"),
+        (["-a", "ipc", "barrier"], "-a does not apply to barrier"),
     ]
     for args, msg in bad:
         p = run([run_, "-n", "2", perf] + args)
@@ -328,6 +330,16 @@ def case_gpu_graph(run_, perf):
 def case_gpu_algo(run_, perf, algo):
     p, _ = gpu_sweep(run_, perf, 2, ["-a", algo])
     check("algo: %s" % algo in p.stdout, "header does not name algorithm %s" % algo)
+
+
+def case_gpu_per_call(run_, perf):
+    # -a forces every call's path through the collective's _ex form: ipc
+    # and host (staged) for collectives other than all-reduce, checked.
+    for coll in ["broadcast", "reduce_scatter", "sendrecv"]:
+        for algo in ["ipc", "host"]:
+            p, _ = gpu_sweep(run_, perf, 2, ["-a", algo], coll=coll, maxb=64 << 10)
+            check("algo: %s" % algo in p.stdout,
+                  "%s header does not name algorithm %s" % (coll, algo))
 
 
 def case_gpu_quant(run_, perf):
@@ -488,6 +500,7 @@ def main():
         "gpu.oneshot": lambda: case_gpu_algo(run_, perf, "oneshot"),
         "gpu.twoshot": lambda: case_gpu_algo(run_, perf, "twoshot"),
         "gpu.quant": lambda: case_gpu_quant(run_, perf),
+        "gpu.per_call": lambda: case_gpu_per_call(run_, perf),
         "gpu.collectives": lambda: case_gpu_collectives(run_, perf),
         "gpu.graph_refused": lambda: case_gpu_graph_refused(run_, perf),
         "gpu.vs_nccl": lambda: case_gpu_vs_nccl(run_, perf, False),

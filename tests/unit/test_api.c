@@ -230,6 +230,27 @@ static qcoll_status_t run_bad_call(int i, qcoll_comm_t comm, int32_t *buf) {
     case 14:
       return qcoll_all_reduce(buf, buf + 1, 4, QCOLL_I32, QCOLL_SUM, comm,
                               NULL);
+    case 15:
+      opts.quant = QCOLL_QUANT_INT8;
+      return qcoll_broadcast_ex(buf, buf, 4, QCOLL_F32, 0, comm, NULL, &opts);
+    case 16:
+      opts.algo = QCOLL_ALGO_NCCL;
+      return qcoll_all_gather_ex(buf, buf + 8, 4, QCOLL_I32, comm, NULL, &opts);
+    case 17:
+      opts.size = 0;
+      return qcoll_reduce_ex(buf, buf, 4, QCOLL_I32, QCOLL_SUM, 0, comm, NULL,
+                             &opts);
+    case 18:
+      opts.algo = (qcoll_algo_t)-3;
+      return qcoll_reduce_scatter_ex(buf, buf + 8, 4, QCOLL_I32, QCOLL_SUM,
+                                     comm, NULL, &opts);
+    case 19:
+      opts.quant = (qcoll_quant_t)77;
+      return qcoll_all_to_all_ex(buf, buf + 8, 4, QCOLL_I32, comm, NULL,
+                                 &opts);
+    case 20:
+      opts.algo = QCOLL_ALGO_IPC;
+      return qcoll_send_ex(buf, 4, QCOLL_I32, 0, comm, NULL, &opts);
   }
   return QCOLL_ERR_INTERNAL;
 }
@@ -251,6 +272,15 @@ static const bad_call_t bad_calls[] = {
     {"GPU algorithm on host memory", QCOLL_ERR_UNSUPPORTED,
      "needs GPU buffers"},
     {"partly overlapping buffers", QCOLL_ERR_INVALID_ARGUMENT, "overlap"},
+    {"quantised broadcast", QCOLL_ERR_UNSUPPORTED,
+     "qcoll_broadcast_ex: quantisation int8 serves all_reduce only"},
+    {"per-call NCCL on host memory", QCOLL_ERR_UNSUPPORTED,
+     "qcoll_all_gather: algorithm nccl needs GPU buffers"},
+    {"reduce options not initialised", QCOLL_ERR_INVALID_ARGUMENT,
+     "qcoll_reduce_ex: opts->size is 0"},
+    {"negative algorithm", QCOLL_ERR_INVALID_ARGUMENT, "algo -3"},
+    {"quantisation out of range", QCOLL_ERR_INVALID_ARGUMENT, "quant 77"},
+    {"send_ex to self", QCOLL_ERR_INVALID_ARGUMENT, "peer 0 is this rank"},
 };
 
 static void bad_calls_are_refused_and_comm_stays_usable(void **state) {
@@ -272,6 +302,59 @@ static void bad_calls_are_refused_and_comm_stays_usable(void **state) {
         QCOLL_OK);
     assert_int_equal(res, 7);
   }
+  assert_int_equal(qcoll_comm_destroy(comm), QCOLL_OK);
+}
+
+/* Every _ex form with per-call options (host, auto, none, and quantisation
+ * "none" for a collective that is not an all-reduce) gives the plain form's
+ * result on a one-rank communicator. */
+static void ex_forms_with_options_give_the_plain_results(void **state) {
+  qcoll_comm_t comm = make_single_rank_comm();
+  qcoll_options_t host, autoq, *none = NULL;
+  assert_int_equal(qcoll_options_init(&host), QCOLL_OK);
+  assert_int_equal(host.size, sizeof host);
+  assert_int_equal(host.algo, QCOLL_ALGO_AUTO);
+  assert_int_equal(host.quant, QCOLL_QUANT_DEFAULT);
+  host.algo = QCOLL_ALGO_HOST;
+  qcoll_options_init(&autoq);
+  autoq.quant = QCOLL_QUANT_NONE;
+  const qcoll_options_t *each[] = {&host, &autoq, none};
+  for (int k = 0; k < 3; k++) {
+    const qcoll_options_t *o = each[k];
+    int32_t in[4] = {3, -1, 7, 40 + k}, out[4] = {0};
+    assert_int_equal(qcoll_all_reduce_ex(in, out, 4, QCOLL_I32, QCOLL_MAX,
+                                         comm, NULL, o),
+                     QCOLL_OK);
+    assert_memory_equal(in, out, sizeof in);
+    memset(out, 0, sizeof out);
+    assert_int_equal(qcoll_reduce_ex(in, out, 4, QCOLL_I32, QCOLL_SUM, 0, comm,
+                                     NULL, o),
+                     QCOLL_OK);
+    assert_memory_equal(in, out, sizeof in);
+    memset(out, 0, sizeof out);
+    assert_int_equal(
+        qcoll_broadcast_ex(in, out, 4, QCOLL_I32, 0, comm, NULL, o), QCOLL_OK);
+    assert_memory_equal(in, out, sizeof in);
+    memset(out, 0, sizeof out);
+    assert_int_equal(
+        qcoll_all_gather_ex(in, out, 4, QCOLL_I32, comm, NULL, o), QCOLL_OK);
+    assert_memory_equal(in, out, sizeof in);
+    memset(out, 0, sizeof out);
+    assert_int_equal(qcoll_reduce_scatter_ex(in, out, 4, QCOLL_I32, QCOLL_SUM,
+                                             comm, NULL, o),
+                     QCOLL_OK);
+    assert_memory_equal(in, out, sizeof in);
+    memset(out, 0, sizeof out);
+    assert_int_equal(
+        qcoll_all_to_all_ex(in, out, 4, QCOLL_I32, comm, NULL, o), QCOLL_OK);
+    assert_memory_equal(in, out, sizeof in);
+  }
+  /* the older names are the same type and defaults */
+  qcoll_all_reduce_options_t old;
+  assert_int_equal(qcoll_all_reduce_options_init(&old), QCOLL_OK);
+  assert_int_equal(old.size, sizeof(qcoll_options_t));
+  assert_int_equal(qcoll_options_init(NULL), QCOLL_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(qcoll_last_error(), "qcoll_options_init"));
   assert_int_equal(qcoll_comm_destroy(comm), QCOLL_OK);
 }
 
@@ -319,6 +402,7 @@ int main(void) {
       cmocka_unit_test(accessors_report_the_communicator),
       cmocka_unit_test(single_rank_collectives_are_identities),
       cmocka_unit_test(bad_calls_are_refused_and_comm_stays_usable),
+      cmocka_unit_test(ex_forms_with_options_give_the_plain_results),
       cmocka_unit_test(aborted_comm_refuses_calls),
       cmocka_unit_test(describe_functions_fill_and_refuse_small_buffers),
   };

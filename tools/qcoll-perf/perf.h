@@ -114,8 +114,8 @@ typedef struct perf_call {
   bool in_place;
   perf_buf_t *send, *recv;
   void *stream;
-  bool use_ex; /* all-reduce through qcoll_all_reduce_ex with opts */
-  qcoll_all_reduce_options_t opts;
+  /* per-call options given with -a/-q (the _ex forms take NULL for none) */
+  const qcoll_options_t *opts;
 } perf_call_t;
 
 /* Pointers the call passes (in-place layouts resolved). */

@@ -27,13 +27,19 @@ void perf_call_pointers(const perf_call_t *call, void **send, void **recv,
 const char *perf_call_fn(const perf_call_t *call) {
   switch (call->coll->id) {
     case PERF_ALL_REDUCE:
-      return call->use_ex ? "qcoll_all_reduce_ex" : "qcoll_all_reduce";
-    case PERF_REDUCE: return "qcoll_reduce";
-    case PERF_BROADCAST: return "qcoll_broadcast";
-    case PERF_ALL_GATHER: return "qcoll_all_gather";
-    case PERF_REDUCE_SCATTER: return "qcoll_reduce_scatter";
-    case PERF_ALL_TO_ALL: return "qcoll_all_to_all";
-    case PERF_SENDRECV: return "qcoll_send/qcoll_recv";
+      return call->opts ? "qcoll_all_reduce_ex" : "qcoll_all_reduce";
+    case PERF_REDUCE: return call->opts ? "qcoll_reduce_ex" : "qcoll_reduce";
+    case PERF_BROADCAST:
+      return call->opts ? "qcoll_broadcast_ex" : "qcoll_broadcast";
+    case PERF_ALL_GATHER:
+      return call->opts ? "qcoll_all_gather_ex" : "qcoll_all_gather";
+    case PERF_REDUCE_SCATTER:
+      return call->opts ? "qcoll_reduce_scatter_ex" : "qcoll_reduce_scatter";
+    case PERF_ALL_TO_ALL:
+      return call->opts ? "qcoll_all_to_all_ex" : "qcoll_all_to_all";
+    case PERF_SENDRECV:
+      return call->opts ? "qcoll_send_ex/qcoll_recv_ex"
+                        : "qcoll_send/qcoll_recv";
     case PERF_BARRIER: return "qcoll_barrier";
     default: return "?";
   }
@@ -50,13 +56,13 @@ static qcoll_status_t sendrecv_ring(const perf_call_t *c, const void *send,
   size_t n = c->shape.count;
   qcoll_status_t st;
   if (c->rank % 2 == 0) {
-    st = qcoll_send(send, n, c->dtype, next, c->comm, c->stream);
+    st = qcoll_send_ex(send, n, c->dtype, next, c->comm, c->stream, c->opts);
     if (st == QCOLL_OK)
-      st = qcoll_recv(recv, n, c->dtype, prev, c->comm, c->stream);
+      st = qcoll_recv_ex(recv, n, c->dtype, prev, c->comm, c->stream, c->opts);
   } else {
-    st = qcoll_recv(recv, n, c->dtype, prev, c->comm, c->stream);
+    st = qcoll_recv_ex(recv, n, c->dtype, prev, c->comm, c->stream, c->opts);
     if (st == QCOLL_OK)
-      st = qcoll_send(send, n, c->dtype, next, c->comm, c->stream);
+      st = qcoll_send_ex(send, n, c->dtype, next, c->comm, c->stream, c->opts);
   }
   return st;
 }
@@ -68,24 +74,23 @@ qcoll_status_t perf_call_run(const perf_call_t *c) {
   size_t n = c->shape.count;
   switch (c->coll->id) {
     case PERF_ALL_REDUCE:
-      if (c->use_ex)
-        return qcoll_all_reduce_ex(send, recv, n, c->dtype, c->op, c->comm,
-                                   c->stream, &c->opts);
-      return qcoll_all_reduce(send, recv, n, c->dtype, c->op, c->comm,
-                              c->stream);
+      return qcoll_all_reduce_ex(send, recv, n, c->dtype, c->op, c->comm,
+                                 c->stream, c->opts);
     case PERF_REDUCE:
-      return qcoll_reduce(send, recv, n, c->dtype, c->op, c->root, c->comm,
-                          c->stream);
+      return qcoll_reduce_ex(send, recv, n, c->dtype, c->op, c->root, c->comm,
+                             c->stream, c->opts);
     case PERF_BROADCAST:
-      return qcoll_broadcast(send, recv, n, c->dtype, c->root, c->comm,
-                             c->stream);
+      return qcoll_broadcast_ex(send, recv, n, c->dtype, c->root, c->comm,
+                                c->stream, c->opts);
     case PERF_ALL_GATHER:
-      return qcoll_all_gather(send, recv, n, c->dtype, c->comm, c->stream);
+      return qcoll_all_gather_ex(send, recv, n, c->dtype, c->comm, c->stream,
+                                 c->opts);
     case PERF_REDUCE_SCATTER:
-      return qcoll_reduce_scatter(send, recv, n, c->dtype, c->op, c->comm,
-                                  c->stream);
+      return qcoll_reduce_scatter_ex(send, recv, n, c->dtype, c->op, c->comm,
+                                     c->stream, c->opts);
     case PERF_ALL_TO_ALL:
-      return qcoll_all_to_all(send, recv, n, c->dtype, c->comm, c->stream);
+      return qcoll_all_to_all_ex(send, recv, n, c->dtype, c->comm, c->stream,
+                                 c->opts);
     case PERF_SENDRECV: return sendrecv_ring(c, send, recv);
     case PERF_BARRIER: return qcoll_barrier(c->comm, c->stream);
     default: return QCOLL_ERR_INVALID_ARGUMENT;

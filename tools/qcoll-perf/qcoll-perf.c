@@ -61,6 +61,8 @@ typedef struct perf_opts {
   int graph_launches; /* -G: 0 = no graph */
   qcoll_algo_t algo;
   qcoll_quant_t quant;
+  qcoll_options_t call_opts; /* -a/-q as per-call options */
+  bool use_call_opts;        /* -a or -q given */
   perf_mem_kind_t mem;
   bool vs_nccl; /* NCCL on the same buffers, side by side */
 } perf_opts_t;
@@ -101,8 +103,10 @@ static void print_usage(FILE *f) {
       "sum)\n" PERF_USAGE_ROOT
       "  -G, --cudagraph N       capture the timed loop in a CUDA graph and\n"
       "                          launch it N times (GPU memory only)\n"
-      "  -a, --algo A            all_reduce algorithm: auto host oneshot "
-      "twoshot nccl ipc\n"
+      "  -a, --algo A            force an algorithm per call: auto host nccl "
+      "ipc,\n"
+      "                          and oneshot twoshot for all_reduce (not "
+      "barrier)\n"
       "  -q, --quant Q           all_reduce transfer: none fp8 int8 int6 int4\n"
       "  -m, --memory host|gpu   buffer memory (default gpu with a GPU, else "
       "host)\n"
@@ -293,9 +297,20 @@ static void parse_options(int argc, char **argv, perf_opts_t *o) {
     input_error("unexpected argument '%s' after the collective", argv[optind]);
 
   perf_args_check(&o->args, o->coll);
-  if ((algo_given || quant_given) && o->coll->id != PERF_ALL_REDUCE)
-    input_error("-a and -q apply to all_reduce only, not to %s (QCOLL_ALGO=nccl|ipc|host "
-                "forces the path of every collective)", o->coll->name);
+  if (quant_given && o->coll->id != PERF_ALL_REDUCE)
+    input_error("-q applies to all_reduce only, not to %s", o->coll->name);
+  if (algo_given && o->coll->id == PERF_BARRIER)
+    input_error("-a does not apply to barrier: it moves no data and keeps its "
+                "own path");
+  if ((algo_given && o->coll->id != PERF_ALL_REDUCE) &&
+      (o->algo == QCOLL_ALGO_ONESHOT || o->algo == QCOLL_ALGO_TWOSHOT))
+    input_error("-a %s is an all_reduce algorithm; %s takes auto, host, nccl "
+                "or ipc",
+                qcoll_algo_name(o->algo), o->coll->name);
+  o->use_call_opts = algo_given || quant_given;
+  qcoll_options_init(&o->call_opts);
+  o->call_opts.algo = o->algo;
+  o->call_opts.quant = o->quant;
   /* Ask the driver only when it matters: -m host never touches a GPU. */
   const char *no_gpu = NULL;
   if (!mem_given)
@@ -675,13 +690,7 @@ static void run_row(bench_t *b, size_t bytes, qcoll_dtype_t dt, qcoll_op_t op) {
                       .recv = &b->recv,
                       .stream = b->stream};
   call.shape = perf_coll_shape(o->coll, bytes, qcoll_dtype_size(dt), b->nranks);
-  if (o->coll->id == PERF_ALL_REDUCE &&
-      (o->algo != QCOLL_ALGO_AUTO || o->quant != QCOLL_QUANT_DEFAULT)) {
-    call.use_ex = true;
-    qcoll_all_reduce_options_init(&call.opts);
-    call.opts.algo = o->algo;
-    call.opts.quant = o->quant;
-  }
+  call.opts = o->use_call_opts ? &o->call_opts : NULL;
   if (b->rank == 0)
     perf_print_row_start(
         call.shape.bytes, call.shape.count, qcoll_dtype_name(dt),
@@ -730,6 +739,8 @@ static void print_header(bench_t *b) {
     if (o->coll->id == PERF_ALL_REDUCE)
       printf("  algo: %s  quant: %s", qcoll_algo_name(o->algo),
              qcoll_quant_name(b->quant_effective));
+    else if (o->coll->id != PERF_BARRIER)
+      printf("  algo: %s", qcoll_algo_name(o->algo));
     printf("  timing: %s\n", o->mem == PERF_MEM_HOST ? "wall clock"
                              : o->graph_launches > 0
                                  ? "CUDA events around graph launches"
