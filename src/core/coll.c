@@ -615,14 +615,19 @@ static qcoll_status_t take_options(qcoll_comm_t comm, call_t *c) {
 static qcoll_status_t run_call(qcoll_comm_t comm, call_t *c) {
   qcoll_status_t st = qcoll__comm_check_usable(comm, coll_fn[c->kind]);
   if (st != QCOLL_OK) return st;
-  if ((st = take_options(comm, c)) || (st = check_enums(comm, c)) || (st = compute_sizes(comm, c)) ||
-      (st = check_pointers(comm, c)) || (st = place_call(comm, c)))
+  if ((st = take_options(comm, c)) || (st = check_enums(comm, c)) ||
+      (st = compute_sizes(comm, c)) || (st = check_pointers(comm, c)) ||
+      (st = place_call(comm, c)))
     return st;
   /* QCOLL_ALGO forces the path of GPU collectives; a per-call choice that
    * cannot serve the buffers is refused below with the reason. */
   if (c->device >= 0) c->algo = resolve_algo(comm, c);
   c->quant = resolve_quant(comm, c->quant);
-  if (c->device < 0 && c->algo != QCOLL_ALGO_AUTO && c->algo != QCOLL_ALGO_HOST)
+  /* A call that moves no bytes has no buffers to place and does nothing,
+   * whatever algorithm it names. */
+  bool moves_bytes = c->send_bytes || c->recv_bytes;
+  if (c->device < 0 && moves_bytes && c->algo != QCOLL_ALGO_AUTO &&
+      c->algo != QCOLL_ALGO_HOST)
     return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
                         "%s: algorithm %s needs GPU buffers, these are host "
                         "memory",

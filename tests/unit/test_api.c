@@ -349,6 +349,15 @@ static void ex_forms_with_options_give_the_plain_results(void **state) {
         qcoll_all_to_all_ex(in, out, 4, QCOLL_I32, comm, NULL, o), QCOLL_OK);
     assert_memory_equal(in, out, sizeof in);
   }
+  /* a call of no elements moves nothing, whatever algorithm it names */
+  qcoll_options_t ipc;
+  qcoll_options_init(&ipc);
+  ipc.algo = QCOLL_ALGO_IPC;
+  int32_t untouched = 5;
+  assert_int_equal(qcoll_broadcast_ex(&untouched, &untouched, 0, QCOLL_I32, 0,
+                                      comm, NULL, &ipc),
+                   QCOLL_OK);
+  assert_int_equal(untouched, 5);
   /* the older names are the same type and defaults */
   qcoll_all_reduce_options_t old;
   assert_int_equal(qcoll_all_reduce_options_init(&old), QCOLL_OK);
