@@ -15,6 +15,7 @@
 #include "comm.h"
 #include "config.h"
 #include "select.h"
+#include "staging.h"
 
 /* The collectives, as the selection table names them. */
 typedef qcoll__coll_t coll_kind_t;
@@ -337,39 +338,31 @@ static qcoll_status_t run_staged(qcoll_comm_t comm, const call_t *c) {
                         "and cannot be captured into a CUDA graph",
                         coll_fn[c->kind], qcoll_dtype_name(c->dtype),
                         is_reduction(c->kind) ? qcoll_op_name(c->op) : "-");
-  bool in_place = c->sendbuf == c->recvbuf;
-  void *send = c->send_bytes ? malloc(c->send_bytes) : NULL;
-  void *recv =
-      c->recv_bytes ? (in_place && send ? send : malloc(c->recv_bytes)) : NULL;
+  /* In-place layouts share one host block (staging.h). */
+  const qcoll__staging_t l = qcoll__staging_layout(
+      c->sendbuf, c->send_bytes, c->recvbuf, c->recv_bytes);
+  char *staging[2] = {NULL, NULL}, *send = NULL, *recv = NULL;
+  for (int b = 0; b < 2; b++)
+    if (l.block_bytes[b]) staging[b] = malloc(l.block_bytes[b]);
+  if (l.send_block >= 0 && staging[l.send_block])
+    send = staging[l.send_block] + l.send_offset;
+  if (l.recv_block >= 0 && staging[l.recv_block])
+    recv = staging[l.recv_block] + l.recv_offset;
+  size_t staged_bytes = l.block_bytes[0] + l.block_bytes[1];
   if ((c->send_bytes && !send) || (c->recv_bytes && !recv)) {
     st = qcoll__error(comm, QCOLL_ERR_OUT_OF_MEMORY,
                       "%s: cannot allocate %zu bytes of host staging",
-                      coll_fn[c->kind], c->send_bytes + c->recv_bytes);
+                      coll_fn[c->kind], staged_bytes);
     goto out;
   }
   if (c->send_bytes)
     QCHECK(rt->memcpy_d2h(send, c->sendbuf, c->send_bytes, c->stream));
-  /* In-place gather/scatter layouts need the rest of recvbuf too. */
-  if (c->recv_bytes && !in_place && c->kind == QCOLL__COLL_ALL_GATHER &&
-      (const char *)c->sendbuf ==
-          (const char *)c->recvbuf + (size_t)comm->rank * c->send_bytes)
-    QCHECK(rt->memcpy_d2h(recv, c->recvbuf, c->recv_bytes, c->stream));
-  {
-    const void *host_send = send;
-    if (c->kind == QCOLL__COLL_ALL_GATHER && c->recv_bytes &&
-        (const char *)c->sendbuf ==
-            (const char *)c->recvbuf + (size_t)comm->rank * c->send_bytes) {
-      memcpy((char *)recv + (size_t)comm->rank * c->send_bytes, send,
-             c->send_bytes);
-      host_send = (char *)recv + (size_t)comm->rank * c->send_bytes;
-    }
-    QCHECK(run_host(comm, c, host_send, recv));
-  }
+  QCHECK(run_host(comm, c, send, recv));
   if (c->recv_bytes)
     QCHECK(rt->memcpy_h2d(c->recvbuf, recv, c->recv_bytes, c->stream));
 out:
-  if (recv != send) free(recv);
-  free(send);
+  free(staging[0]);
+  free(staging[1]);
   return st;
 }
 
@@ -431,6 +424,14 @@ static bool ipc_usable(qcoll_comm_t comm) {
 #endif
 }
 
+static bool ipc_gpu_shared(qcoll_comm_t comm) {
+#ifdef QCOLL_HAVE_CUDA
+  return comm->cuda && qcoll__cuda_ipc_gpu_shared(comm);
+#else
+  return false;
+#endif
+}
+
 /* What the table sees.  Every input is the same on every rank (the NCCL
  * state changes only inside collective calls), so all ranks pick alike. */
 static qcoll__select_in_t selection_input(qcoll_comm_t comm, const call_t *c,
@@ -444,6 +445,7 @@ static qcoll__select_in_t selection_input(qcoll_comm_t comm, const call_t *c,
       .quant = c->quant,
       .gpu = true,
       .ipc = ipc_usable(comm),
+      .shared_gpu = ipc_gpu_shared(comm),
       .nccl = nccl_ok,
   };
   /* send/recv cannot create NCCL's communicator (only one pair calls them):

@@ -72,6 +72,10 @@ static const env_entry_t env_table[] = {
     {"QCOLL_TWOSHOT_MAX_BYTES", "16M",
      "largest GPU all-reduce sent two-shot before NCCL is preferred (when NCCL "
      "serves)"},
+    {"QCOLL_SHARED_GPU_IPC_MAX_BYTES", "2M",
+     "largest GPU reduce, broadcast, all-gather, reduce-scatter or all-to-all "
+     "(bytes of count elements) kept on the IPC kernels rather than NCCL when "
+     "ranks share a GPU"},
     {"QCOLL_NCCL_LIB", "",
      "path of libnccl to load (default: the usual names)"},
     {"QCOLL_NCCL_BLOCKING", "1",

@@ -62,6 +62,20 @@ static bool medium_all_reduce(const qcoll__select_in_t *in) {
   return is_all_reduce_on_ipc(in) &&
          in->bytes <= qcoll__env_bytes("QCOLL_TWOSHOT_MAX_BYTES");
 }
+/* Ranks sharing a GPU: NCCL (where it accepts them at all) was slower
+ * than the IPC kernels up to 2 MiB for reduce, broadcast, all-gather,
+ * reduce-scatter and all-to-all, and faster for send/recv
+ * (docs/results/2026-11-h200-collectives-mps.md).  All-reduce has its own
+ * rows above. */
+static bool shared_gpu_collective(const qcoll__select_in_t *in) {
+  bool measured = in->coll == QCOLL__COLL_REDUCE ||
+                  in->coll == QCOLL__COLL_BROADCAST ||
+                  in->coll == QCOLL__COLL_ALL_GATHER ||
+                  in->coll == QCOLL__COLL_REDUCE_SCATTER ||
+                  in->coll == QCOLL__COLL_ALL_TO_ALL;
+  return in->gpu && in->ipc && in->shared_gpu && measured &&
+         in->bytes <= qcoll__env_bytes("QCOLL_SHARED_GPU_IPC_MAX_BYTES");
+}
 static bool nccl_serves(const qcoll__select_in_t *in) {
   return in->gpu && in->nccl && in->coll != QCOLL__COLL_BARRIER;
 }
@@ -85,6 +99,9 @@ static const row_t rows[] = {
      small_all_reduce, QCOLL__PATH_ONESHOT},
     {"GPU all_reduce on IPC, bytes <= QCOLL_TWOSHOT_MAX_BYTES",
      medium_all_reduce, QCOLL__PATH_TWOSHOT},
+    {"GPU reduce/broadcast/all_gather/reduce_scatter/all_to_all on IPC, "
+     "ranks share a GPU, bytes <= QCOLL_SHARED_GPU_IPC_MAX_BYTES",
+     shared_gpu_collective, QCOLL__PATH_IPC},
     {"GPU collective, NCCL accepts the ranks", nccl_serves, QCOLL__PATH_NCCL},
     {"GPU all_reduce on IPC, any size", large_all_reduce, QCOLL__PATH_TWOSHOT},
     {"GPU collective on IPC (any dtype/op, send/recv, stream barrier)",
@@ -126,12 +143,14 @@ qcoll_status_t qcoll_selection_table_format(char *buf, size_t len,
            rows[i].when);
   append(buf, len, &used,
          "thresholds: QCOLL_ONESHOT_MAX_BYTES=%zu QCOLL_TWOSHOT_MAX_BYTES=%zu "
-         "QCOLL_QUANT_MIN_BYTES=%zu; one-shot/two-shot kernels: f16/bf16/f32 x "
+         "QCOLL_QUANT_MIN_BYTES=%zu QCOLL_SHARED_GPU_IPC_MAX_BYTES=%zu; "
+         "one-shot/two-shot kernels: f16/bf16/f32 x "
          "sum/min/max, ipc kernels: every dtype and op; "
          "forced by QCOLL_ALGO=%s or per call\n",
          qcoll__env_bytes("QCOLL_ONESHOT_MAX_BYTES"),
          qcoll__env_bytes("QCOLL_TWOSHOT_MAX_BYTES"),
          qcoll__env_bytes("QCOLL_QUANT_MIN_BYTES"),
+         qcoll__env_bytes("QCOLL_SHARED_GPU_IPC_MAX_BYTES"),
          qcoll__env_str("QCOLL_ALGO"));
   if (needed) *needed = used + 1;
   if (!buf || used >= len)

@@ -51,6 +51,7 @@ typedef struct qcoll__select_in {
   qcoll_quant_t quant; /* resolved: never DEFAULT */
   bool gpu;            /* GPU buffers */
   bool ipc;            /* the IPC kernels can serve this comm */
+  bool shared_gpu;     /* ipc, and some GPU holds several ranks */
   bool nccl;           /* NCCL is not known to refuse this comm */
 } qcoll__select_in_t;
 

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -80,6 +81,48 @@ static void nccl_is_preferred_where_it_serves(void **state) {
                    QCOLL__PATH_ONESHOT);
 }
 
+/* Ranks sharing a GPU with an NCCL that accepts them: the IPC kernels keep
+ * reduce, broadcast, all-gather, reduce-scatter and all-to-all up to
+ * QCOLL_SHARED_GPU_IPC_MAX_BYTES (2 MiB by default), NCCL takes them past
+ * it and keeps send/recv at every size; all-reduce keeps its own rows. */
+static void shared_gpu_keeps_small_collectives_on_ipc(void **state) {
+  (void)state;
+  const size_t limit = (size_t)2 << 20;
+  for (int c = 0; c < QCOLL__COLL_COUNT; c++) {
+    for (size_t bytes = 8; bytes <= 4 * limit; bytes *= 2) {
+      qcoll__select_in_t in =
+          gpu_call((qcoll__coll_t)c, QCOLL_I32, QCOLL_SUM, bytes, true, true);
+      in.shared_gpu = true;
+      qcoll__path_t p = pick(in);
+      qcoll__select_in_t apart = in;
+      apart.shared_gpu = false;
+      qcoll__path_t q = pick(apart);
+      bool kept = c == QCOLL__COLL_REDUCE || c == QCOLL__COLL_BROADCAST ||
+                  c == QCOLL__COLL_ALL_GATHER ||
+                  c == QCOLL__COLL_REDUCE_SCATTER ||
+                  c == QCOLL__COLL_ALL_TO_ALL;
+      if (c == QCOLL__COLL_BARRIER)
+        assert_int_equal(p, QCOLL__PATH_IPC);
+      else if (kept && bytes <= limit)
+        assert_int_equal(p, QCOLL__PATH_IPC);
+      else
+        assert_int_equal(p, QCOLL__PATH_NCCL);
+      /* ranks on GPUs of their own: NCCL wherever it serves, as before */
+      assert_int_equal(q, c == QCOLL__COLL_BARRIER ? QCOLL__PATH_IPC
+                                                   : QCOLL__PATH_NCCL);
+    }
+  }
+  /* the threshold follows its variable */
+  setenv("QCOLL_SHARED_GPU_IPC_MAX_BYTES", "4K", 1);
+  qcoll__select_in_t in =
+      gpu_call(QCOLL__COLL_BROADCAST, QCOLL_U8, QCOLL_SUM, 8192, true, true);
+  in.shared_gpu = true;
+  assert_int_equal(pick(in), QCOLL__PATH_NCCL);
+  in.bytes = 4096;
+  assert_int_equal(pick(in), QCOLL__PATH_IPC);
+  unsetenv("QCOLL_SHARED_GPU_IPC_MAX_BYTES");
+}
+
 /* Staged only when IPC cannot serve; host buffers stay on the host. */
 static void staged_only_without_ipc(void **state) {
   (void)state;
@@ -108,6 +151,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(without_nccl_every_gpu_call_is_ipc),
       cmocka_unit_test(nccl_is_preferred_where_it_serves),
+      cmocka_unit_test(shared_gpu_keeps_small_collectives_on_ipc),
       cmocka_unit_test(staged_only_without_ipc),
       cmocka_unit_test(ipc_path_has_a_name),
   };
