@@ -7,8 +7,10 @@
  *
  * Collectives.  They use the buffer layout, the view, the per-block epochs
  * and the barrier of allreduce.cu (ipc_sync.cuh): read its header first.
- * A launch handles at most one chunk (collectives.h gives its size); larger
- * messages are a host loop of launches, each self-contained.  The elements
+ * A launch handles at most one chunk (collectives.h gives its size: a
+ * region, and for reduce and broadcast at most 12 MiB over all ranks,
+ * which measured faster per byte); larger messages are a host loop of
+ * launches, each self-contained.  The elements
  * of a launch are cut into 16-byte packs and the packs into one contiguous
  * range per block; block b of every rank takes the same range, and after a
  * barrier a block reads only packs that the same block of its peers wrote
@@ -842,7 +844,14 @@ extern "C" size_t qcoll__cuda_coll_chunk_elems(const qcoll__ipc_view_t *view,
   if (kind == QCOLL_IPC_COLL_REDUCE_SCATTER ||
       kind == QCOLL_IPC_COLL_ALL_TO_ALL)
     return sub_block_bytes(view->region_bytes, view->nranks) / es;
-  return view->region_bytes / es;
+  size_t bytes = view->region_bytes;
+  if (kind == QCOLL_IPC_COLL_REDUCE || kind == QCOLL_IPC_COLL_BROADCAST) {
+    /* whole 4 KiB keep every launch's offset pack-aligned */
+    size_t cap = QCOLL_IPC_ROOTED_LAUNCH_BYTES / (size_t)view->nranks /
+                 4096 * 4096;
+    if (cap >= 4096 && cap < bytes) bytes = cap;
+  }
+  return bytes / es;
 }
 
 extern "C" int qcoll__cuda_coll_grid(const qcoll__ipc_view_t *view,

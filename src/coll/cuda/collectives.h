@@ -69,9 +69,19 @@ typedef struct qcoll__ipc_coll_args {
 int qcoll__cuda_coll_supported(qcoll__ipc_coll_t kind, qcoll_dtype_t dtype,
                                qcoll_op_t op);
 
+/* Reduce and broadcast launches carry at most this many bytes summed over
+ * the ranks: with 2 ranks on one H200, launches of 16 MiB per rank took
+ * 5-7x longer per byte than launches of 6 MiB, with 4 ranks 8 MiB ones
+ * likewise against 3 MiB (docs/results/2026-11-h200-collectives-mps.md,
+ * "Launch size"); all-gather, reduce-scatter and all-to-all showed no
+ * such step. */
+#define QCOLL_IPC_ROOTED_LAUNCH_BYTES ((size_t)12 << 20)
+
 /* Largest `len` of one launch: one data region per rank (all_reduce,
- * reduce, broadcast, all_gather), or one nranks-th of it (reduce_scatter,
- * all_to_all, which keep one sub-block per destination). */
+ * all_gather; reduce and broadcast also at most
+ * QCOLL_IPC_ROOTED_LAUNCH_BYTES / nranks, in whole 4 KiB), or one
+ * nranks-th of it (reduce_scatter, all_to_all, which keep one sub-block
+ * per destination). */
 size_t qcoll__cuda_coll_chunk_elems(const qcoll__ipc_view_t *view,
                                     qcoll__ipc_coll_t kind,
                                     qcoll_dtype_t dtype);

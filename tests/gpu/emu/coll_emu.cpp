@@ -509,8 +509,44 @@ static void pipeline(World &w, int ops_count) {
   }
 }
 
+/* The launch size of large messages (no data moved): reduce and broadcast
+ * at most QCOLL_IPC_ROOTED_LAUNCH_BYTES over all ranks in whole 4 KiB, the
+ * others a whole region, whatever the element size. */
+static void check_launch_sizes() {
+  for (int n = 1; n <= QCOLL_IPC_MAX_RANKS; n++) {
+    qcoll__ipc_view_t v;
+    memset(&v, 0, sizeof v);
+    v.nranks = n;
+    v.region_bytes = (size_t)30688 << 10; /* QCOLL_IPC_BYTES=64M */
+    const size_t rooted = QCOLL_IPC_ROOTED_LAUNCH_BYTES / (size_t)n / 4096 * 4096;
+    for (qcoll_dtype_t d : {QCOLL_U8, QCOLL_BF16, QCOLL_F32, QCOLL_F64}) {
+      const size_t es = qcoll_dtype_size(d);
+      for (int k : {QCOLL_IPC_COLL_REDUCE, QCOLL_IPC_COLL_BROADCAST}) {
+        size_t got = qcoll__cuda_coll_chunk_elems(&v, (qcoll__ipc_coll_t)k, d);
+        if (got * es != rooted || rooted % 16)
+          FAIL("n=%d %s: launches of %zu bytes, expected %zu", n,
+               kind_names[k], got * es, rooted);
+      }
+      for (int k : {QCOLL_IPC_COLL_ALL_REDUCE, QCOLL_IPC_COLL_ALL_GATHER}) {
+        size_t got = qcoll__cuda_coll_chunk_elems(&v, (qcoll__ipc_coll_t)k, d);
+        if (got != v.region_bytes / es)
+          FAIL("n=%d %s: launches of %zu bytes, expected a region (%zu)", n,
+               kind_names[k], got * es, v.region_bytes);
+      }
+    }
+    /* a region smaller than the cap is what bounds a launch */
+    v.region_bytes = 8192;
+    if (qcoll__cuda_coll_chunk_elems(&v, QCOLL_IPC_COLL_BROADCAST, QCOLL_U8) !=
+        8192u)
+      FAIL("n=%d broadcast: an 8 KiB region does not bound the launch", n);
+  }
+  printf("launch sizes: reduce/broadcast %zu bytes over all ranks, others a "
+         "region\n", (size_t)QCOLL_IPC_ROOTED_LAUNCH_BYTES);
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
+  check_launch_sizes();
   const qcoll_dtype_t dtypes[] = {QCOLL_I8,  QCOLL_U8,  QCOLL_I32, QCOLL_U32,
                                   QCOLL_I64, QCOLL_U64, QCOLL_F16, QCOLL_BF16,
                                   QCOLL_F32, QCOLL_F64};
