@@ -306,6 +306,9 @@ void perf_print_columns(bool nccl) {
 void perf_print_row_start(size_t bytes, size_t count, const char *type,
                           const char *redop, int root) {
   printf("%12zu  %12zu  %8s  %6s  %6d", bytes, count, type, redop, root);
+  /* Each part of a row is flushed as it is printed, so a run stopped in
+   * the middle of a row (a stalled call) shows how far the row got. */
+  fflush(stdout);
 }
 
 void perf_format_time(double us, int width, char *buf, size_t len) {
@@ -326,10 +329,12 @@ void perf_print_placement(double sec, double algbw, double busbw,
   char ts[32];
   perf_format_time(sec * 1e6, 7, ts, sizeof ts);
   printf("  %7s  %6.2f  %6.2f  %6s", ts, algbw, busbw, wrong);
+  fflush(stdout);
 }
 
 void perf_print_untimed(const char *time, const char *wrong) {
   printf("  %7s  %6s  %6s  %6s", time, "N/A", "N/A", wrong);
+  fflush(stdout);
 }
 
 void perf_format_wrong(bool checked, int64_t wrong, char *buf, size_t len) {
