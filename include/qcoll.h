@@ -362,7 +362,9 @@ typedef struct qcoll_options {
 /** Fill options with defaults. */
 qcoll_status_t qcoll_options_init(qcoll_options_t *opts);
 
-/** The earlier names of qcoll_options_t and qcoll_options_init(). */
+/** The earlier names of qcoll_options_t (struct tag included) and
+ *  qcoll_options_init(). */
+#define qcoll_all_reduce_options qcoll_options
 typedef qcoll_options_t qcoll_all_reduce_options_t;
 qcoll_status_t qcoll_all_reduce_options_init(qcoll_all_reduce_options_t *opts);
 

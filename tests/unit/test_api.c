@@ -362,6 +362,8 @@ static void ex_forms_with_options_give_the_plain_results(void **state) {
   qcoll_all_reduce_options_t old;
   assert_int_equal(qcoll_all_reduce_options_init(&old), QCOLL_OK);
   assert_int_equal(old.size, sizeof(qcoll_options_t));
+  struct qcoll_all_reduce_options *tagged = &old;
+  assert_int_equal(tagged->algo, QCOLL_ALGO_AUTO);
   assert_int_equal(qcoll_options_init(NULL), QCOLL_ERR_INVALID_ARGUMENT);
   assert_non_null(strstr(qcoll_last_error(), "qcoll_options_init"));
   assert_int_equal(qcoll_comm_destroy(comm), QCOLL_OK);
