@@ -480,10 +480,11 @@ static qcoll__path_t choose_path(qcoll_comm_t comm, const call_t *c,
 
 static qcoll_status_t run_ipc(qcoll_comm_t comm, const call_t *c,
                               qcoll__path_t path) {
+  /* Only all-reduces get here: check_enums refuses one-shot/two-shot for
+   * the others, QCOLL_ALGO's are ignored for them, and the table's rows
+   * give them to all-reduces alone. */
   const char *why = NULL;
-  if (c->kind != QCOLL__COLL_ALL_REDUCE)
-    why = "the IPC kernels serve all_reduce only";
-  else if (!ipc_usable(comm))
+  if (!ipc_usable(comm))
     why = "CUDA IPC is not usable on this communicator (see the init log)";
   else if (!qcoll__ipc_kernel_supports(c->dtype, c->op))
     why = "the IPC kernels serve f16/bf16/f32 with sum/min/max only";

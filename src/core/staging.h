@@ -9,13 +9,12 @@
 #ifndef QCOLL_CORE_STAGING_H
 #define QCOLL_CORE_STAGING_H
 
-#include <stdbool.h>
 #include <stddef.h>
 
 typedef struct qcoll__staging {
-  bool one_block;       /* both live in block 0 */
   size_t block_bytes[2]; /* bytes to allocate: block 0 and block 1 */
-  int send_block, recv_block; /* which block (0 or 1); -1 when no bytes */
+  int send_block, recv_block; /* which block (0 or 1); -1 when no bytes;
+                                 both 0 when the buffers overlap */
   size_t send_offset, recv_offset; /* within their block */
 } qcoll__staging_t;
 

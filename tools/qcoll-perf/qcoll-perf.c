@@ -59,10 +59,8 @@ typedef struct perf_opts {
   qcoll_op_t ops[QCOLL_OP_COUNT];
   int n_ops;
   int graph_launches; /* -G: 0 = no graph */
-  qcoll_algo_t algo;
-  qcoll_quant_t quant;
-  qcoll_options_t call_opts; /* -a/-q as per-call options */
-  bool use_call_opts;        /* -a or -q given */
+  qcoll_options_t call_opts; /* -a and -q (defaults without them) */
+  bool use_call_opts;        /* -a or -q given: calls take call_opts */
   perf_mem_kind_t mem;
   bool vs_nccl; /* NCCL on the same buffers, side by side */
 } perf_opts_t;
@@ -234,9 +232,8 @@ static void parse_options(int argc, char **argv, perf_opts_t *o) {
                      .n_dtypes = 1,
                      .ops = {QCOLL_SUM},
                      .n_ops = 1,
-                     .algo = QCOLL_ALGO_AUTO,
-                     .quant = QCOLL_QUANT_DEFAULT,
                      .mem = PERF_MEM_HOST};
+  qcoll_options_init(&o->call_opts);
   perf_args_init(&o->args, 'T', input_error);
   bool algo_given = false, quant_given = false, mem_given = false;
   opterr = 0;
@@ -255,11 +252,11 @@ static void parse_options(int argc, char **argv, perf_opts_t *o) {
             (int)perf_parse_int("-G", optarg, 0, 1000000000, input_error);
         break;
       case 'a':
-        o->algo = parse_algo(optarg);
+        o->call_opts.algo = parse_algo(optarg);
         algo_given = true;
         break;
       case 'q':
-        o->quant = parse_quant(optarg);
+        o->call_opts.quant = parse_quant(optarg);
         quant_given = true;
         break;
       case 'm':
@@ -302,15 +299,13 @@ static void parse_options(int argc, char **argv, perf_opts_t *o) {
   if (algo_given && o->coll->id == PERF_BARRIER)
     input_error("-a does not apply to barrier: it moves no data and keeps its "
                 "own path");
+  const qcoll_algo_t algo = o->call_opts.algo;
   if ((algo_given && o->coll->id != PERF_ALL_REDUCE) &&
-      (o->algo == QCOLL_ALGO_ONESHOT || o->algo == QCOLL_ALGO_TWOSHOT))
+      (algo == QCOLL_ALGO_ONESHOT || algo == QCOLL_ALGO_TWOSHOT))
     input_error("-a %s is an all_reduce algorithm; %s takes auto, host, nccl "
                 "or ipc",
-                qcoll_algo_name(o->algo), o->coll->name);
+                qcoll_algo_name(algo), o->coll->name);
   o->use_call_opts = algo_given || quant_given;
-  qcoll_options_init(&o->call_opts);
-  o->call_opts.algo = o->algo;
-  o->call_opts.quant = o->quant;
   /* Ask the driver only when it matters: -m host never touches a GPU. */
   const char *no_gpu = NULL;
   if (!mem_given)
@@ -333,12 +328,12 @@ static void parse_options(int argc, char **argv, perf_opts_t *o) {
         "host "
         "memory%s",
         why_host);
-  if (o->mem == PERF_MEM_HOST && o->algo != QCOLL_ALGO_AUTO &&
-      o->algo != QCOLL_ALGO_HOST)
+  if (o->mem == PERF_MEM_HOST && o->call_opts.algo != QCOLL_ALGO_AUTO &&
+      o->call_opts.algo != QCOLL_ALGO_HOST)
     input_error(
         "-a %s needs GPU buffers; this run uses host memory%s (use -a auto or "
         "host)",
-        qcoll_algo_name(o->algo), why_host);
+        qcoll_algo_name(o->call_opts.algo), why_host);
 }
 
 /* ---- the size sweep -------------------------------------------------------
@@ -737,10 +732,10 @@ static void print_header(bench_t *b) {
     perf_print_sweep(b->nranks, &o->args, o->graph_launches);
     printf("#  memory: %s", o->mem == PERF_MEM_GPU ? "gpu" : "host");
     if (o->coll->id == PERF_ALL_REDUCE)
-      printf("  algo: %s  quant: %s", qcoll_algo_name(o->algo),
+      printf("  algo: %s  quant: %s", qcoll_algo_name(o->call_opts.algo),
              qcoll_quant_name(b->quant_effective));
     else if (o->coll->id != PERF_BARRIER)
-      printf("  algo: %s", qcoll_algo_name(o->algo));
+      printf("  algo: %s", qcoll_algo_name(o->call_opts.algo));
     printf("  timing: %s\n", o->mem == PERF_MEM_HOST ? "wall clock"
                              : o->graph_launches > 0
                                  ? "CUDA events around graph launches"
@@ -824,7 +819,7 @@ static int local_rank_from_env(void) {
 
 /* The quantisation the library will apply: -q, else QCOLL_QUANT. */
 static qcoll_quant_t effective_quant(const perf_opts_t *o) {
-  if (o->quant != QCOLL_QUANT_DEFAULT) return o->quant;
+  if (o->call_opts.quant != QCOLL_QUANT_DEFAULT) return o->call_opts.quant;
   const char *env = getenv("QCOLL_QUANT");
   if (env)
     for (int i = QCOLL_QUANT_NONE; i < QCOLL_QUANT_COUNT; i++)
