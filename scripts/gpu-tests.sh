@@ -107,8 +107,8 @@ if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
   ngpus=$(echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c .)
 fi
 if [ "$ngpus" -lt 2 ]; then
-  say "$ngpus GPU visible: the multi-GPU tests (gpu.multi_device.*) need two, not run"
-  ctest_args+=(-E 'gpu\.multi_device\.')
+  say "$ngpus GPU visible: the multi-GPU tests (gpu.multi_device.*, nccl.gpu.multi2) need two, not run"
+  ctest_args+=(-E 'gpu\.multi_device\.|nccl\.gpu\.multi2')
 fi
 say "running: ctest ${ctest_args[*]} $*"
 (cd "$build" && ctest "${ctest_args[@]}" "$@") 2>&1 | tee -a "$log"

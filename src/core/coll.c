@@ -424,11 +424,11 @@ static bool ipc_usable(qcoll_comm_t comm) {
 #endif
 }
 
-static bool ipc_gpu_shared(qcoll_comm_t comm) {
+static int ipc_most_ranks_per_gpu(qcoll_comm_t comm) {
 #ifdef QCOLL_HAVE_CUDA
-  return comm->cuda && qcoll__cuda_ipc_gpu_shared(comm);
+  return comm->cuda ? qcoll__cuda_ipc_most_ranks_per_gpu(comm) : 0;
 #else
-  return false;
+  return 0;
 #endif
 }
 
@@ -445,7 +445,7 @@ static qcoll__select_in_t selection_input(qcoll_comm_t comm, const call_t *c,
       .quant = c->quant,
       .gpu = true,
       .ipc = ipc_usable(comm),
-      .shared_gpu = ipc_gpu_shared(comm),
+      .ranks_per_gpu = ipc_most_ranks_per_gpu(comm),
       .nccl = nccl_ok,
   };
   /* send/recv cannot create NCCL's communicator (only one pair calls them):

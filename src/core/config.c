@@ -76,6 +76,10 @@ static const env_entry_t env_table[] = {
      "largest GPU reduce, broadcast, all-gather, reduce-scatter or all-to-all "
      "(bytes of count elements) kept on the IPC kernels rather than NCCL when "
      "ranks share a GPU"},
+    {"QCOLL_SHARED_GPU_NCCL_MAX_RANKS", "2",
+     "the most ranks on one GPU for which the selection table delegates to "
+     "NCCL; with more, every GPU collective but send/recv stays on the IPC "
+     "kernels (NCCL stalled with 4 ranks on one GPU)"},
     {"QCOLL_NCCL_LIB", "",
      "path of libnccl to load (default: the usual names)"},
     {"QCOLL_NCCL_BLOCKING", "1",

@@ -73,8 +73,21 @@ static bool shared_gpu_collective(const qcoll__select_in_t *in) {
                   in->coll == QCOLL__COLL_ALL_GATHER ||
                   in->coll == QCOLL__COLL_REDUCE_SCATTER ||
                   in->coll == QCOLL__COLL_ALL_TO_ALL;
-  return in->gpu && in->ipc && in->shared_gpu && measured &&
+  return in->gpu && in->ipc && in->ranks_per_gpu > 1 && measured &&
          in->bytes <= qcoll__env_bytes("QCOLL_SHARED_GPU_IPC_MAX_BYTES");
+}
+/* More ranks on one GPU than NCCL was seen to serve: with 4 ranks on one
+ * H200, NCCL 2.32 (its default channels) never completed a reduce,
+ * broadcast, all-gather or reduce-scatter of 2 MiB, where the IPC kernels
+ * took 15-19 us (same results page).  Send/recv completed there and was
+ * faster through NCCL, so it alone is still delegated. */
+static bool crowded_gpu(const qcoll__select_in_t *in) {
+  bool p2p = in->coll == QCOLL__COLL_SEND || in->coll == QCOLL__COLL_RECV;
+  return in->gpu && in->ipc && !p2p &&
+         in->ranks_per_gpu > qcoll__env_int("QCOLL_SHARED_GPU_NCCL_MAX_RANKS");
+}
+static bool crowded_gpu_all_reduce(const qcoll__select_in_t *in) {
+  return is_all_reduce_on_ipc(in) && crowded_gpu(in);
 }
 static bool nccl_serves(const qcoll__select_in_t *in) {
   return in->gpu && in->nccl && in->coll != QCOLL__COLL_BARRIER;
@@ -102,6 +115,12 @@ static const row_t rows[] = {
     {"GPU reduce/broadcast/all_gather/reduce_scatter/all_to_all on IPC, "
      "ranks share a GPU, bytes <= QCOLL_SHARED_GPU_IPC_MAX_BYTES",
      shared_gpu_collective, QCOLL__PATH_IPC},
+    {"GPU all_reduce on IPC, more than QCOLL_SHARED_GPU_NCCL_MAX_RANKS ranks "
+     "on one GPU",
+     crowded_gpu_all_reduce, QCOLL__PATH_TWOSHOT},
+    {"GPU collective but send/recv on IPC, more than "
+     "QCOLL_SHARED_GPU_NCCL_MAX_RANKS ranks on one GPU",
+     crowded_gpu, QCOLL__PATH_IPC},
     {"GPU collective, NCCL accepts the ranks", nccl_serves, QCOLL__PATH_NCCL},
     {"GPU all_reduce on IPC, any size", large_all_reduce, QCOLL__PATH_TWOSHOT},
     {"GPU collective on IPC (any dtype/op, send/recv, stream barrier)",
@@ -143,7 +162,8 @@ qcoll_status_t qcoll_selection_table_format(char *buf, size_t len,
            rows[i].when);
   append(buf, len, &used,
          "thresholds: QCOLL_ONESHOT_MAX_BYTES=%zu QCOLL_TWOSHOT_MAX_BYTES=%zu "
-         "QCOLL_QUANT_MIN_BYTES=%zu QCOLL_SHARED_GPU_IPC_MAX_BYTES=%zu; "
+         "QCOLL_QUANT_MIN_BYTES=%zu QCOLL_SHARED_GPU_IPC_MAX_BYTES=%zu "
+         "QCOLL_SHARED_GPU_NCCL_MAX_RANKS=%lld; "
          "one-shot/two-shot kernels: f16/bf16/f32 x "
          "sum/min/max, ipc kernels: every dtype and op; "
          "forced by QCOLL_ALGO=%s or per call\n",
@@ -151,6 +171,7 @@ qcoll_status_t qcoll_selection_table_format(char *buf, size_t len,
          qcoll__env_bytes("QCOLL_TWOSHOT_MAX_BYTES"),
          qcoll__env_bytes("QCOLL_QUANT_MIN_BYTES"),
          qcoll__env_bytes("QCOLL_SHARED_GPU_IPC_MAX_BYTES"),
+         qcoll__env_int("QCOLL_SHARED_GPU_NCCL_MAX_RANKS"),
          qcoll__env_str("QCOLL_ALGO"));
   if (needed) *needed = used + 1;
   if (!buf || used >= len)

@@ -51,7 +51,8 @@ typedef struct qcoll__select_in {
   qcoll_quant_t quant; /* resolved: never DEFAULT */
   bool gpu;            /* GPU buffers */
   bool ipc;            /* the IPC kernels can serve this comm */
-  bool shared_gpu;     /* ipc, and some GPU holds several ranks */
+  int ranks_per_gpu;   /* ipc: the most ranks any one GPU holds (1: none is
+                          shared); 0 without ipc */
   bool nccl;           /* NCCL is not known to refuse this comm */
 } qcoll__select_in_t;
 

@@ -45,7 +45,8 @@ struct qcoll__cuda_comm {
   char *peers[QCOLL_IPC_MAX_RANKS];      /* peers' buffers, mapped here */
   bool peer_opened[QCOLL_IPC_MAX_RANKS]; /* mapped through the registry */
   int ranks_on_gpu;
-  bool gpu_shared; /* some GPU holds several ranks (the same on every rank) */
+  int most_ranks_per_gpu; /* the most ranks any one GPU holds (the same on
+                            every rank; 1: no GPU is shared) */
   size_t oneshot_max_bytes;
   qcoll__ipc_view_t view;
   /* The kernels of collectives.cu: the same view with their own grid limit
@@ -480,7 +481,7 @@ static void free_local(qcoll_comm_t comm) {
  * cap of 64 blocks did not).  Computed from the exchanged records, so every
  * rank gets the same answer. */
 static int agreed_max_grid(qcoll_comm_t comm, const ipc_record_t *recs,
-                           bool coll, int *ranks_on_my_gpu, bool *any_shared) {
+                           bool coll, int *ranks_on_my_gpu, int *most_sharing) {
   int limit = QCOLL_IPC_MAX_BLOCKS;
   for (int r = 0; r < comm->nranks; r++) {
     int sharing = 0;
@@ -489,7 +490,7 @@ static int agreed_max_grid(qcoll_comm_t comm, const ipc_record_t *recs,
           !memcmp(recs[q].uuid, recs[r].uuid, sizeof recs[r].uuid))
         sharing++;
     if (r == comm->rank && ranks_on_my_gpu) *ranks_on_my_gpu = sharing;
-    if (any_shared && sharing > 1) *any_shared = true;
+    if (most_sharing && sharing > *most_sharing) *most_sharing = sharing;
     int resident =
         coll ? recs[r].coll_resident_blocks : recs[r].resident_blocks;
     int share = sharing > 1 ? resident / (2 * sharing) : resident;
@@ -572,8 +573,9 @@ qcoll_status_t qcoll__cuda_comm_init(qcoll_comm_t comm) {
       goto unusable_unmapped;
     }
   }
-  int max_grid =
-      agreed_max_grid(comm, recs, false, &cc->ranks_on_gpu, &cc->gpu_shared);
+  cc->most_ranks_per_gpu = 1;
+  int max_grid = agreed_max_grid(comm, recs, false, &cc->ranks_on_gpu,
+                                 &cc->most_ranks_per_gpu);
   int coll_max_grid = agreed_max_grid(comm, recs, true, NULL, NULL);
   if (max_grid >= 1 && coll_max_grid < 1) {
     mark_unusable(comm, true,
@@ -708,8 +710,8 @@ bool qcoll__cuda_ipc_usable(qcoll_comm_t comm) {
   return comm->cuda && comm->cuda->usable;
 }
 
-bool qcoll__cuda_ipc_gpu_shared(qcoll_comm_t comm) {
-  return qcoll__cuda_ipc_usable(comm) && comm->cuda->gpu_shared;
+int qcoll__cuda_ipc_most_ranks_per_gpu(qcoll_comm_t comm) {
+  return qcoll__cuda_ipc_usable(comm) ? comm->cuda->most_ranks_per_gpu : 0;
 }
 
 void qcoll__cuda_signal_abort(qcoll_comm_t comm) {

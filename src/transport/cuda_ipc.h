@@ -22,9 +22,10 @@ extern "C" {
 qcoll_status_t qcoll__cuda_comm_init(qcoll_comm_t comm);
 void qcoll__cuda_comm_destroy(qcoll_comm_t comm);
 bool qcoll__cuda_ipc_usable(qcoll_comm_t comm);
-/* Whether IPC is usable and some GPU holds more than one of the
- * communicator's ranks (agreed: the same answer on every rank). */
-bool qcoll__cuda_ipc_gpu_shared(qcoll_comm_t comm);
+/* The most of the communicator's ranks that any one GPU holds (agreed: the
+ * same answer on every rank); 1 when no GPU is shared, 0 when IPC is not
+ * usable. */
+int qcoll__cuda_ipc_most_ranks_per_gpu(qcoll_comm_t comm);
 
 /* All-reduce of GPU buffers through the IPC kernels.  algo is ONESHOT,
  * TWOSHOT or AUTO (size-based choice); quant is resolved (never DEFAULT). */

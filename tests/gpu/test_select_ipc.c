@@ -26,6 +26,7 @@ static qcoll__select_in_t gpu_call(qcoll__coll_t coll, qcoll_dtype_t dtype,
                            .quant = QCOLL_QUANT_NONE,
                            .gpu = true,
                            .ipc = ipc,
+                           .ranks_per_gpu = ipc ? 1 : 0,
                            .nccl = nccl};
   return in;
 }
@@ -92,10 +93,10 @@ static void shared_gpu_keeps_small_collectives_on_ipc(void **state) {
     for (size_t bytes = 8; bytes <= 4 * limit; bytes *= 2) {
       qcoll__select_in_t in =
           gpu_call((qcoll__coll_t)c, QCOLL_I32, QCOLL_SUM, bytes, true, true);
-      in.shared_gpu = true;
+      in.ranks_per_gpu = 2;
       qcoll__path_t p = pick(in);
       qcoll__select_in_t apart = in;
-      apart.shared_gpu = false;
+      apart.ranks_per_gpu = 1;
       qcoll__path_t q = pick(apart);
       bool kept = c == QCOLL__COLL_REDUCE || c == QCOLL__COLL_BROADCAST ||
                   c == QCOLL__COLL_ALL_GATHER ||
@@ -116,11 +117,52 @@ static void shared_gpu_keeps_small_collectives_on_ipc(void **state) {
   setenv("QCOLL_SHARED_GPU_IPC_MAX_BYTES", "4K", 1);
   qcoll__select_in_t in =
       gpu_call(QCOLL__COLL_BROADCAST, QCOLL_U8, QCOLL_SUM, 8192, true, true);
-  in.shared_gpu = true;
+  in.ranks_per_gpu = 2;
   assert_int_equal(pick(in), QCOLL__PATH_NCCL);
   in.bytes = 4096;
   assert_int_equal(pick(in), QCOLL__PATH_IPC);
   unsetenv("QCOLL_SHARED_GPU_IPC_MAX_BYTES");
+}
+
+/* More ranks on one GPU than QCOLL_SHARED_GPU_NCCL_MAX_RANKS (2 by
+ * default): every collective but send/recv stays on qcoll's kernels at
+ * every size, all-reduce of the fp32 kernels' pairs on two-shot past the
+ * one-shot limit; send/recv is still NCCL's.  At 2 ranks per GPU the sizes
+ * past QCOLL_SHARED_GPU_IPC_MAX_BYTES go to NCCL as before. */
+static void crowded_gpu_keeps_nccl_off_but_send_recv(void **state) {
+  (void)state;
+  for (int c = 0; c < QCOLL__COLL_COUNT; c++)
+    for (size_t bytes = 8; bytes <= ((size_t)1 << 30); bytes *= 8) {
+      qcoll__select_in_t in =
+          gpu_call((qcoll__coll_t)c, QCOLL_BF16, QCOLL_SUM, bytes, true, true);
+      in.nranks = 4;
+      in.ranks_per_gpu = 3;
+      qcoll__path_t p = pick(in);
+      if (c == QCOLL__COLL_SEND || c == QCOLL__COLL_RECV)
+        assert_int_equal(p, QCOLL__PATH_NCCL);
+      else if (c == QCOLL__COLL_ALL_REDUCE)
+        assert_int_equal(p, bytes <= ((size_t)256 << 10) ? QCOLL__PATH_ONESHOT
+                                                         : QCOLL__PATH_TWOSHOT);
+      else
+        assert_int_equal(p, QCOLL__PATH_IPC);
+      in.ranks_per_gpu = 2;
+      if (bytes > ((size_t)16 << 20) && c != QCOLL__COLL_BARRIER)
+        assert_int_equal(pick(in), QCOLL__PATH_NCCL);
+    }
+  /* the limit follows its variable: 4 allowed, so 3 on a GPU use NCCL */
+  setenv("QCOLL_SHARED_GPU_NCCL_MAX_RANKS", "4", 1);
+  qcoll__select_in_t in = gpu_call(QCOLL__COLL_BROADCAST, QCOLL_U8, QCOLL_SUM,
+                                   (size_t)64 << 20, true, true);
+  in.ranks_per_gpu = 3;
+  assert_int_equal(pick(in), QCOLL__PATH_NCCL);
+  in.ranks_per_gpu = 5;
+  assert_int_equal(pick(in), QCOLL__PATH_IPC);
+  unsetenv("QCOLL_SHARED_GPU_NCCL_MAX_RANKS");
+  /* without IPC the rule cannot apply: NCCL or staging as before */
+  in = gpu_call(QCOLL__COLL_BROADCAST, QCOLL_U8, QCOLL_SUM, (size_t)64 << 20,
+                false, true);
+  in.ranks_per_gpu = 0;
+  assert_int_equal(pick(in), QCOLL__PATH_NCCL);
 }
 
 /* Staged only when IPC cannot serve; host buffers stay on the host. */
@@ -152,6 +194,7 @@ int main(void) {
       cmocka_unit_test(without_nccl_every_gpu_call_is_ipc),
       cmocka_unit_test(nccl_is_preferred_where_it_serves),
       cmocka_unit_test(shared_gpu_keeps_small_collectives_on_ipc),
+      cmocka_unit_test(crowded_gpu_keeps_nccl_off_but_send_recv),
       cmocka_unit_test(staged_only_without_ipc),
       cmocka_unit_test(ipc_path_has_a_name),
   };

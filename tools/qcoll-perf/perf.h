@@ -67,8 +67,11 @@ int perf_buf_download(perf_buf_t *b, size_t offset, size_t bytes, void *stream);
  * current device for GPU memory, NULL for host memory. */
 int perf_stream_create(perf_mem_kind_t kind, void **stream);
 void perf_stream_destroy(perf_mem_kind_t kind, void *stream);
-/* Wait until the work enqueued on stream has finished. */
+/* Wait until the work enqueued on stream has finished, at most the wait
+ * deadline (perf_set_wait_deadline; past it perf_gpu_error() says so). */
 int perf_stream_sync(perf_mem_kind_t kind, void *stream);
+/* The deadline of every GPU wait of the tool, in seconds (default 300). */
+void perf_set_wait_deadline(double seconds);
 
 /* Time of the work enqueued on a stream between start and stop: CUDA
  * events on GPU streams, the wall clock for host memory (host collectives

@@ -44,6 +44,15 @@ static void touch_pages(void *p, size_t n) {
   memset(p, 0x3c, n);
 }
 
+/* Every wait of the tool has a deadline, the communicator's (QCOLL_TIMEOUT):
+ * GPU work that never finishes (a kernel stalled on the device, ours or
+ * NCCL's) ends the run with a message instead of a silent hang. */
+static double wait_deadline_s = 300;
+
+void perf_set_wait_deadline(double seconds) {
+  if (seconds > 0) wait_deadline_s = seconds;
+}
+
 bool perf_cuda_built(void) {
 #ifdef QCOLL_PERF_CUDA
   return true;
@@ -68,6 +77,36 @@ static int failed(const char *what, cudaError_t err) {
   snprintf(gpu_error, sizeof gpu_error, "%.*s: %s (%s)", name_len, what,
            cudaGetErrorString(err), cudaGetErrorName(err));
   return -1;
+}
+
+/* Poll until query says done.  Polling rather than cudaStreamSynchronize
+ * or cudaEventSynchronize, which wait without a deadline; the times come
+ * from CUDA events, so the polling itself is never timed. */
+typedef cudaError_t (*gpu_query_t)(void *what);
+
+static cudaError_t query_stream(void *stream) {
+  return cudaStreamQuery((cudaStream_t)stream);
+}
+static cudaError_t query_event(void *event) {
+  return cudaEventQuery((cudaEvent_t)event);
+}
+
+static int wait_gpu(gpu_query_t query, void *what, const char *waiting_for) {
+  const struct timespec pause = {0, 20 * 1000};
+  double start = now_s();
+  for (unsigned polls = 0;; polls++) {
+    cudaError_t err = query(what);
+    if (err == cudaSuccess) return 0;
+    if (err != cudaErrorNotReady) return failed(waiting_for, err);
+    if (now_s() - start > wait_deadline_s) {
+      snprintf(gpu_error, sizeof gpu_error,
+               "%s: the GPU work had not finished after %g s (QCOLL_TIMEOUT): "
+               "a kernel on the stream is stalled",
+               waiting_for, wait_deadline_s);
+      return -1;
+    }
+    if (polls > 1000) nanosleep(&pause, NULL);
+  }
 }
 
 #define CUDA_TRY(call)                                   \
@@ -159,9 +198,10 @@ int perf_buf_alloc(perf_buf_t *b, perf_mem_kind_t kind, size_t bytes) {
     cudaError_t err = cudaMalloc(&b->ptr, n);
     /* Zeros, so the timed loops never reduce uninitialised bit patterns. */
     if (err == cudaSuccess) err = cudaMemset(b->ptr, 0, n);
-    if (err == cudaSuccess) err = cudaDeviceSynchronize();
-    if (err != cudaSuccess) {
-      failed("cudaMalloc", err);
+    int waited = err == cudaSuccess
+                     ? wait_gpu(query_stream, NULL, "cudaMemset of a new buffer")
+                     : failed("cudaMalloc", err);
+    if (waited != 0) {
       if (b->ptr) cudaFree(b->ptr);
       free(b->host);
       memset(b, 0, sizeof *b);
@@ -193,8 +233,7 @@ static int copy(void *dst, const void *src, size_t bytes,
                 enum cudaMemcpyKind kind, void *stream) {
   if (bytes == 0) return 0;
   CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, kind, (cudaStream_t)stream));
-  CUDA_TRY(cudaStreamSynchronize((cudaStream_t)stream));
-  return 0;
+  return wait_gpu(query_stream, stream, "a buffer copy");
 }
 
 int perf_buf_upload(perf_buf_t *b, size_t offset, size_t bytes, void *stream) {
@@ -226,8 +265,7 @@ void perf_stream_destroy(perf_mem_kind_t kind, void *stream) {
 int perf_stream_sync(perf_mem_kind_t kind, void *stream) {
   /* Host collectives are synchronous: the result is there on return. */
   if (kind == PERF_MEM_HOST) return 0;
-  CUDA_TRY(cudaStreamSynchronize((cudaStream_t)stream));
-  return 0;
+  return wait_gpu(query_stream, stream, "the stream");
 }
 
 int perf_timer_init(perf_timer_t *t, perf_mem_kind_t kind) {
@@ -262,7 +300,7 @@ int perf_timer_stop(perf_timer_t *t, void *stream, double *seconds) {
   }
   float ms = 0;
   CUDA_TRY(cudaEventRecord((cudaEvent_t)t->stop, (cudaStream_t)stream));
-  CUDA_TRY(cudaEventSynchronize((cudaEvent_t)t->stop));
+  if (wait_gpu(query_event, t->stop, "the timed loop") != 0) return -1;
   CUDA_TRY(
       cudaEventElapsedTime(&ms, (cudaEvent_t)t->start, (cudaEvent_t)t->stop));
   *seconds = 1e-3 * (double)ms;
@@ -298,10 +336,13 @@ int perf_capture_end(void *stream, bool keep, perf_graph_t *g) {
   if (err != cudaSuccess) return failed("cudaGraphInstantiate", err);
   /* Upload now, so the first timed launch does not pay for it. */
   err = cudaGraphUpload(exec, (cudaStream_t)stream);
-  if (err == cudaSuccess) err = cudaStreamSynchronize((cudaStream_t)stream);
   if (err != cudaSuccess) {
     cudaGraphExecDestroy(exec);
     return failed("cudaGraphUpload", err);
+  }
+  if (wait_gpu(query_stream, stream, "the CUDA graph upload") != 0) {
+    cudaGraphExecDestroy(exec);
+    return -1;
   }
   g->exec = exec;
   return 0;

@@ -794,6 +794,20 @@ static void print_footer(const bench_t *b) {
 
 /* Under a launcher (qcoll-run, torchrun, MPI, Slurm) join its job;
  * otherwise run alone. */
+/* The tool's GPU waits end where the library's do: QCOLL_TIMEOUT, or its
+ * default from the library's table. */
+static double wait_deadline(void) {
+  const char *value = getenv("QCOLL_TIMEOUT");
+  const char *name = NULL, *fallback = NULL;
+  for (int i = 0; qcoll_env_describe(i, &name, &fallback, NULL) == QCOLL_OK;
+       i++)
+    if (!strcmp(name, "QCOLL_TIMEOUT")) break;
+  if (!value || !*value) value = fallback;
+  char *end = NULL;
+  double seconds = value ? strtod(value, &end) : 0;
+  return end && end != value && !*end ? seconds : 0;
+}
+
 static qcoll_status_t init_comm(qcoll_comm_t *comm, const qcoll_config_t *cfg) {
   static const char *launcher_vars[] = {"QCOLL_RANK", "RANK",
                                         "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"};
@@ -865,6 +879,7 @@ int main(int argc, char **argv) {
   qcoll_comm_rank(b.comm, &b.rank);
   qcoll_comm_size(b.comm, &b.nranks);
   check_device(&b);
+  perf_set_wait_deadline(wait_deadline());
 
   /* Checks that need the world size: every rank decides alike. */
   if (opt.coll->has_root && opt.args.root >= b.nranks) {
