@@ -114,8 +114,8 @@ static void print_usage(FILE *f) {
       "                          (GPU memory only; NCCL loaded from "
       "QCOLL_NCCL_LIB,\n"
       "                          else libnccl.so.2)\n" PERF_USAGE_HELP
-      "Exit status: 0, 1 when a result was wrong or a call failed, 2 for bad "
-      "input.\n"
+      "Exit status: 0, 1 when a result was wrong or a call failed (GPU work\n"
+      "not finished after QCOLL_TIMEOUT seconds included), 2 for bad input.\n"
       "A row whose time says 'nograph' was not timed: the library refused to\n"
       "capture that collective into a CUDA graph (the reason is printed "
       "once).\n");
