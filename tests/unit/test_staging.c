@@ -48,36 +48,39 @@ static void check_room(const void *send, size_t sb, const void *recv, size_t rb,
   }
 }
 
+/* The layout for these arguments, checked for the properties above. */
+static qcoll__staging_t checked_layout(const void *send, size_t sb,
+                                       const void *recv, size_t rb) {
+  qcoll__staging_t l = qcoll__staging_layout(send, sb, recv, rb);
+  check_room(send, sb, recv, rb, l);
+  return l;
+}
+
 static void same_pointer_is_one_block_of_the_larger_size(void **state) {
   (void)state;
   /* all-reduce in place */
-  qcoll__staging_t l = qcoll__staging_layout(DEV(0), 4096, DEV(0), 4096);
-  check_room(DEV(0), 4096, DEV(0), 4096, l);
+  qcoll__staging_t l = checked_layout(DEV(0), 4096, DEV(0), 4096);
   assert_true(one_block(l));
   assert_int_equal(l.block_bytes[0], 4096);
   /* all-gather in place on rank 0: sendbuf is the first of n blocks of
    * recvbuf, so the shared block must hold all of recvbuf */
-  l = qcoll__staging_layout(DEV(0), 100, DEV(0), 300);
-  check_room(DEV(0), 100, DEV(0), 300, l);
+  l = checked_layout(DEV(0), 100, DEV(0), 300);
   assert_true(one_block(l));
   assert_int_equal(l.block_bytes[0], 300);
   /* reduce-scatter in place on rank 0: the other way round */
-  l = qcoll__staging_layout(DEV(0), 300, DEV(0), 100);
-  check_room(DEV(0), 300, DEV(0), 100, l);
+  l = checked_layout(DEV(0), 300, DEV(0), 100);
   assert_int_equal(l.block_bytes[0], 300);
 }
 
 static void block_inside_the_other_buffer_keeps_its_offset(void **state) {
   (void)state;
   /* all-gather in place on rank 2 of 3: sendbuf = recvbuf + 2 * 100 */
-  qcoll__staging_t l = qcoll__staging_layout(DEV(200), 100, DEV(0), 300);
-  check_room(DEV(200), 100, DEV(0), 300, l);
+  qcoll__staging_t l = checked_layout(DEV(200), 100, DEV(0), 300);
   assert_true(one_block(l));
   assert_int_equal(l.send_offset, 200);
   assert_int_equal(l.recv_offset, 0);
   /* reduce-scatter in place on rank 1 of 3: recvbuf = sendbuf + 100 */
-  l = qcoll__staging_layout(DEV(0), 300, DEV(100), 100);
-  check_room(DEV(0), 300, DEV(100), 100, l);
+  l = checked_layout(DEV(0), 300, DEV(100), 100);
   assert_int_equal(l.send_offset, 0);
   assert_int_equal(l.recv_offset, 100);
   assert_int_equal(l.block_bytes[0], 300);
@@ -85,8 +88,8 @@ static void block_inside_the_other_buffer_keeps_its_offset(void **state) {
 
 static void separate_buffers_get_a_block_each(void **state) {
   (void)state;
-  qcoll__staging_t l = qcoll__staging_layout(DEV(0), 100, DEV(100), 300);
-  check_room(DEV(0), 100, DEV(100), 300, l); /* adjacent, not overlapping */
+  /* adjacent, not overlapping */
+  qcoll__staging_t l = checked_layout(DEV(0), 100, DEV(100), 300);
   assert_false(one_block(l));
   assert_int_equal(l.block_bytes[0], 100);
   assert_int_equal(l.block_bytes[1], 300);
@@ -98,16 +101,13 @@ static void a_side_without_bytes_gets_no_block(void **state) {
   (void)state;
   /* broadcast on a non-root: nothing read; reduce on a non-root: nothing
    * written; a call of no elements: nothing at all */
-  qcoll__staging_t l = qcoll__staging_layout(NULL, 0, DEV(0), 64);
-  check_room(NULL, 0, DEV(0), 64, l);
+  qcoll__staging_t l = checked_layout(NULL, 0, DEV(0), 64);
   assert_int_equal(l.block_bytes[0], 0);
   assert_int_equal(l.block_bytes[1], 64);
-  l = qcoll__staging_layout(DEV(0), 64, DEV(0), 0);
-  check_room(DEV(0), 64, DEV(0), 0, l);
+  l = checked_layout(DEV(0), 64, DEV(0), 0);
   assert_false(one_block(l));
   assert_int_equal(l.block_bytes[1], 0);
-  l = qcoll__staging_layout(DEV(0), 0, DEV(0), 0);
-  check_room(DEV(0), 0, DEV(0), 0, l);
+  l = checked_layout(DEV(0), 0, DEV(0), 0);
   assert_int_equal(l.block_bytes[0] + l.block_bytes[1], 0);
 }
 
@@ -117,10 +117,8 @@ static void every_relative_placement_has_room(void **state) {
   (void)state;
   for (int d = -256; d <= 256; d += 16) {
     const void *send = DEV(4096 + d), *recv = DEV(4096);
-    check_room(send, 64, recv, 192,
-               qcoll__staging_layout(send, 64, recv, 192));
-    check_room(recv, 192, send, 64,
-               qcoll__staging_layout(recv, 192, send, 64));
+    checked_layout(send, 64, recv, 192);
+    checked_layout(recv, 192, send, 64);
   }
 }
 

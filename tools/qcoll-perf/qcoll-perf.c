@@ -792,22 +792,22 @@ static void print_footer(const bench_t *b) {
 /* ---- setup ------------------------------------------------------------------
  */
 
-/* Under a launcher (qcoll-run, torchrun, MPI, Slurm) join its job;
- * otherwise run alone. */
 /* The tool's GPU waits end where the library's do: QCOLL_TIMEOUT, or its
- * default from the library's table. */
+ * default from the library's table; 0 (keep the tool's own) if unreadable. */
 static double wait_deadline(void) {
   const char *value = getenv("QCOLL_TIMEOUT");
   const char *name = NULL, *fallback = NULL;
-  for (int i = 0; qcoll_env_describe(i, &name, &fallback, NULL) == QCOLL_OK;
+  for (int i = 0; (!value || !*value) &&
+                  qcoll_env_describe(i, &name, &fallback, NULL) == QCOLL_OK;
        i++)
-    if (!strcmp(name, "QCOLL_TIMEOUT")) break;
-  if (!value || !*value) value = fallback;
+    if (!strcmp(name, "QCOLL_TIMEOUT")) value = fallback;
   char *end = NULL;
   double seconds = value ? strtod(value, &end) : 0;
   return end && end != value && !*end ? seconds : 0;
 }
 
+/* Under a launcher (qcoll-run, torchrun, MPI, Slurm) join its job;
+ * otherwise run alone. */
 static qcoll_status_t init_comm(qcoll_comm_t *comm, const qcoll_config_t *cfg) {
   static const char *launcher_vars[] = {"QCOLL_RANK", "RANK",
                                         "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"};
