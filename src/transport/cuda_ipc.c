@@ -27,6 +27,7 @@
 
 #include "../bootstrap/bootstrap.h"
 #include "../coll/cuda/collectives.h"
+#include "cuda_push.h"
 #include "../coll/cuda/launch.h"
 #include "../core/config.h"
 
@@ -54,6 +55,10 @@ struct qcoll__cuda_comm {
    * the send/recv inboxes are. */
   qcoll__ipc_view_t coll_view;
   qcoll__ipc_p2p_t p2p;
+  /* The push one-shot (cuda_push.c): its area follows the inboxes;
+   * push.slot_bytes 0 when the ranks did not all ask for the same slots. */
+  size_t push_area_offset;
+  qcoll__push_view_t push;
 };
 
 /* What each rank tells the others at init. */
@@ -73,6 +78,7 @@ typedef struct ipc_record {
   int32_t coll_resident_blocks; /* the same for the kernels of collectives.cu */
   int32_t max_blocks;           /* QCOLL_MAX_BLOCKS of the owner, 0: none */
   uint64_t p2p_pair_bytes;      /* send/recv inbox per sender */
+  uint64_t push_slot_bytes;     /* push one-shot slot, 0: off */
   char reason[REASON_MAX];      /* why not ready */
 } ipc_record_t;
 
@@ -261,6 +267,12 @@ static void setup_local(qcoll_comm_t comm, cudaStream_t s, ipc_record_t *rec) {
     goto fail;
   }
   rec->coll_resident_blocks = resident;
+  if ((err = qcoll__push_resident_blocks(comm->device, &resident)) !=
+      cudaSuccess) {
+    what = "occupancy query of the push all-reduce kernel";
+    goto fail;
+  }
+  rec->resident_blocks = QCOLL_MIN(rec->resident_blocks, resident);
   long long cap = qcoll__env_int("QCOLL_MAX_BLOCKS");
   rec->max_blocks =
       cap <= 0 ? 0 : (int32_t)QCOLL_MIN(cap, QCOLL_IPC_MAX_BLOCKS);
@@ -279,10 +291,13 @@ static void setup_local(qcoll_comm_t comm, cudaStream_t s, ipc_record_t *rec) {
       qcoll__ipc_p2p_pair_bytes(qcoll__env_bytes("QCOLL_IPC_P2P_BYTES"));
   cc->p2p.offset = qcoll__ipc_p2p_offset(cc->buffer_bytes);
   rec->p2p_pair_bytes = cc->p2p.pair_bytes;
+  rec->push_slot_bytes = qcoll__push_requested_slot_bytes();
+  cc->push_area_offset = qcoll__push_area_offset(qcoll__ipc_alloc_bytes(
+      cc->buffer_bytes, comm->nranks, cc->p2p.pair_bytes));
+  const size_t push_area =
+      qcoll__push_area_bytes(comm->nranks, rec->push_slot_bytes);
   if ((err = cudaMalloc((void **)&cc->buffer,
-                        qcoll__ipc_alloc_bytes(cc->buffer_bytes, comm->nranks,
-                                               cc->p2p.pair_bytes))) !=
-      cudaSuccess) {
+                        cc->push_area_offset + push_area)) != cudaSuccess) {
     cc->buffer = NULL;
     what = "cudaMalloc of the IPC buffer (QCOLL_IPC_BYTES)";
     goto fail;
@@ -291,6 +306,8 @@ static void setup_local(qcoll_comm_t comm, cudaStream_t s, ipc_record_t *rec) {
    * epoch, since kernels skip epoch 0. */
   if ((err = cudaMemsetAsync(cc->buffer, 0, QCOLL_IPC_HEADER_BYTES, s)) !=
           cudaSuccess ||
+      (err = qcoll__push_area_init(cc->buffer + cc->push_area_offset,
+                                   push_area, s)) != cudaSuccess ||
       (err = cudaStreamSynchronize(s)) != cudaSuccess) {
     what = "zeroing the IPC flags";
     goto fail;
@@ -502,6 +519,25 @@ static int agreed_max_grid(qcoll_comm_t comm, const ipc_record_t *recs,
   return limit;
 }
 
+/* The push one-shot serves when every rank asked for the same slots (the
+ * records are the same on every rank, so all decide alike); else the
+ * one-shot stays on the flag-barrier kernel. */
+static void setup_push(qcoll_comm_t comm, const ipc_record_t *recs) {
+  struct qcoll__cuda_comm *cc = comm->cuda;
+  size_t slot = (size_t)recs[0].push_slot_bytes;
+  for (int r = 1; r < comm->nranks; r++)
+    if (recs[r].push_slot_bytes != recs[0].push_slot_bytes) slot = 0;
+  bool pdl = slot && qcoll__push_pdl_enabled(comm->device);
+  cc->push =
+      qcoll__push_view_make(&cc->view, cc->push_area_offset, slot, pdl);
+  QLOG_INFO(comm, CUDA,
+            "push one-shot: %s (slots of %zu KiB, programmatic dependent "
+            "launch %s)",
+            slot ? "on" : "off (QCOLL_IPC_PUSH_BYTES is 0 or differs between "
+                          "ranks)",
+            slot >> 10, pdl ? "on" : "off");
+}
+
 /* ---- public entry points ------------------------------------------------- */
 
 qcoll_status_t qcoll__cuda_comm_init(qcoll_comm_t comm) {
@@ -654,6 +690,7 @@ qcoll_status_t qcoll__cuda_comm_init(qcoll_comm_t comm) {
   cc->oneshot_max_bytes = qcoll__env_bytes("QCOLL_ONESHOT_MAX_BYTES");
   cc->coll_view = *v;
   cc->coll_view.max_grid = coll_max_grid;
+  setup_push(comm, recs);
   cc->usable = true;
   QLOG_INFO(comm, CUDA,
             "CUDA IPC collectives: grid <= %d blocks; send/recv inboxes of "
@@ -725,6 +762,8 @@ static const char *wait_site(int phase, char *buf, size_t len) {
     return "in a send, waiting for the receiver to free a slot";
   if (phase == QCOLL_IPC_PHASE_RECV)
     return "in a recv, waiting for the sender's data";
+  if (phase == QCOLL_IPC_PHASE_PUSH)
+    return "in a push one-shot all-reduce, waiting for the peer's data";
   snprintf(buf, len, "at barrier %d", phase);
   return buf;
 }
@@ -884,6 +923,10 @@ qcoll_status_t qcoll__cuda_all_reduce(qcoll_comm_t comm, const void *sendbuf,
   qcoll_status_t st = qcoll__cuda_poll_async_error(comm);
   if (st != QCOLL_OK) return st;
   if (count == 0) return QCOLL_OK;
+
+  if (ipc_algo == QCOLL_IPC_ONESHOT && cc->push.slot_bytes)
+    return qcoll__push_all_reduce(comm, &cc->push, sendbuf, recvbuf, count,
+                                  dtype, op, stream);
 
   const size_t chunk =
       qcoll__cuda_all_reduce_chunk_elems(&cc->view, ipc_algo, dtype);

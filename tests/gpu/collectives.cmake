@@ -97,6 +97,35 @@ if(CMAKE_CXX_COMPILER)
   set_tests_properties(unit.allreduce_kernels_emu.n2 PROPERTIES TIMEOUT 600 LABELS unit
                        SKIP_RETURN_CODE 77)
 
+  # The push one-shot (allreduce_push.cu) the same way, in blocks of two
+  # warps: values with signed zeros and NaNs, rotation over many calls,
+  # world sizes 2-8, a missing peer.
+  set(emu_push ${CMAKE_CURRENT_BINARY_DIR}/emu_push)
+  add_custom_command(
+    OUTPUT ${emu_push}/allreduce_push_emu.cpp ${emu_push}/ipc_sync.cuh ${emu_push}/emu_status.h
+    COMMAND ${CMAKE_COMMAND} -DSRC=${cuda_src} -DOUT=${emu_push} -DKERNEL=allreduce_push
+            -DTHREADS=64 -P ${emu_dir}/prepare.cmake
+    DEPENDS ${cuda_src}/allreduce_push.cu ${cuda_src}/ipc_sync.cuh ${cuda_src}/elem_ops.cuh
+            ${cuda_src}/push_launch.h ${emu_dir}/prepare.cmake ${emu_dir}/primitives.inc
+    COMMENT "Preparing the push one-shot for the CPU emulation")
+  add_executable(push_emu ${emu_dir}/push_emu.cpp ${emu_push}/allreduce_push_emu.cpp)
+  set_source_files_properties(
+    ${emu_dir}/push_emu.cpp ${emu_push}/allreduce_push_emu.cpp
+    PROPERTIES COMPILE_OPTIONS "-include;${emu_dir}/emu_shim.h"
+               OBJECT_DEPENDS "${emu_push}/emu_status.h;${emu_push}/ipc_sync.cuh")
+  target_include_directories(push_emu BEFORE PRIVATE ${emu_push} ${emu_dir}/include ${cuda_src}
+                             ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
+  target_compile_options(push_emu PRIVATE -ffp-contract=off -fno-strict-aliasing
+                         $<$<COMPILE_LANGUAGE:CXX>:-Wno-unknown-pragmas>)
+  set_target_properties(push_emu PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
+  target_link_libraries(push_emu PRIVATE Threads::Threads m)
+  add_test(NAME unit.push_kernel_emu COMMAND push_emu 2 3 4 5 8)
+  set_tests_properties(unit.push_kernel_emu PROPERTIES TIMEOUT 600 LABELS "unit;nosan"
+                       SKIP_RETURN_CODE 77)
+  add_test(NAME unit.push_kernel_emu.n2 COMMAND push_emu 2)
+  set_tests_properties(unit.push_kernel_emu.n2 PROPERTIES TIMEOUT 600 LABELS unit
+                       SKIP_RETURN_CODE 77)
+
   # The codec kernels (codec_kernels.cu, included by the driver, launchers
   # and all) the same way, in blocks of one warp, against the CPU reference
   # of codec.h bit for bit: every variant and format.

@@ -68,6 +68,37 @@ __device__ __forceinline__ uint32_t load_relaxed_sys(const uint32_t *p) {
   return v;
 }
 
+/* 16 bytes, bypassing L1, as four 32-bit words each written and read
+ * whole (the vector is not one atomic access: allreduce_push.cu checks
+ * every word). */
+__device__ __forceinline__ uint4 load_volatile_v4(const uint4 *p) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+__device__ __forceinline__ void store_volatile_v4(uint4 *p, uint4 v) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p),
+               "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+/* Programmatic dependent launch (sm_90): wait until the grid this launch
+ * depends on has completed and its memory is visible (returns at once
+ * when the launch has no such dependency), and let the next launch of the
+ * stream start its own preamble.  No-ops before sm_90. */
+__device__ __forceinline__ void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void grid_dependents_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 /* ---- block state, barriers, deadlines ---------------------------------- */
 
 struct BlockState {
@@ -126,6 +157,42 @@ __device__ __forceinline__ void report_failure(const qcoll__ipc_view_t &v,
   __threadfence_system();
 }
 
+/* The checks of a wait that has not succeeded yet, made every 64 spins:
+ * false (after reporting) when the deadline passes (counted from the
+ * first call, *start 0 before it), this rank's host aborts, a peer gave
+ * up, or another thread of the block already failed.  `want`/`seen` go
+ * into a timeout's report. */
+__device__ __forceinline__ bool wait_may_go_on(const qcoll__ipc_view_t &v,
+                                               BlockState *s, uint64_t *start,
+                                               uint32_t spins, int peer,
+                                               int phase, uint32_t want,
+                                               uint32_t seen) {
+  volatile int *block_failed = &s->failed;
+  uint64_t now = global_timer_ns();
+  if (*start == 0) *start = now;
+  if (now - *start > v.timeout_ns) {
+    report_failure(v, s, QCOLL_IPC_ERR_TIMEOUT, peer, phase, want, seen);
+    return false;
+  }
+  if (load_relaxed_sys_u64(v.host_abort) != 0) {
+    report_failure(v, s, QCOLL_IPC_ERR_ABORTED, peer, phase);
+    return false;
+  }
+  uint32_t aborted_by = load_relaxed_sys(abort_word(s, v.rank));
+  if (aborted_by != 0) {
+    report_failure(v, s, QCOLL_IPC_ERR_PEER_ABORTED, (int)aborted_by - 1,
+                   phase);
+    return false;
+  }
+  /* This rank already failed (another block, or an earlier launch of a
+   * message cut into chunks): the flags no longer agree, so stop rather
+   * than wait out the deadline once per enqueued launch. */
+  if (*block_failed || load_relaxed_sys_u64(v.error_word) != 0) return false;
+  /* Long waits (ranks time-sliced on one GPU) need not hog issue slots. */
+  if (spins > 65536u) __nanosleep(256);
+  return true;
+}
+
 /* Spin until the word at `slot` equals `want` (at_least: has reached it,
  * modulo 2^32, i.e. the signed distance is not negative).  False (after
  * reporting) when the deadline passes, this rank's host aborts, a peer
@@ -134,34 +201,13 @@ __device__ __forceinline__ bool wait_until(const qcoll__ipc_view_t &v,
                                            BlockState *s, const uint32_t *slot,
                                            uint32_t want, bool at_least,
                                            int peer, int phase) {
-  volatile int *block_failed = &s->failed;
   uint64_t start = 0;
   for (uint32_t spins = 0;; spins++) {
     const uint32_t seen = load_acquire_sys(slot);
     if (at_least ? (int32_t)(seen - want) >= 0 : seen == want) return true;
     if ((spins & 63u) != 63u) continue;
-    uint64_t now = global_timer_ns();
-    if (start == 0) start = now;
-    if (now - start > v.timeout_ns) {
-      report_failure(v, s, QCOLL_IPC_ERR_TIMEOUT, peer, phase, want, seen);
+    if (!wait_may_go_on(v, s, &start, spins, peer, phase, want, seen))
       return false;
-    }
-    if (load_relaxed_sys_u64(v.host_abort) != 0) {
-      report_failure(v, s, QCOLL_IPC_ERR_ABORTED, peer, phase);
-      return false;
-    }
-    uint32_t aborted_by = load_relaxed_sys(abort_word(s, v.rank));
-    if (aborted_by != 0) {
-      report_failure(v, s, QCOLL_IPC_ERR_PEER_ABORTED, (int)aborted_by - 1,
-                     phase);
-      return false;
-    }
-    /* This rank already failed (another block, or an earlier launch of a
-     * message cut into chunks): the flags no longer agree, so stop rather
-     * than wait out the deadline once per enqueued launch. */
-    if (*block_failed || load_relaxed_sys_u64(v.error_word) != 0) return false;
-    /* Long waits (ranks time-sliced on one GPU) need not hog issue slots. */
-    if (spins > 65536u) __nanosleep(256);
   }
 }
 

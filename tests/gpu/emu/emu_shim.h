@@ -49,6 +49,10 @@ static inline unsigned atomicAdd(unsigned *p, unsigned v) {
   emu_launch((const void *)(fn), grid, args,                  \
              (int)(sizeof(args) / sizeof(void *)), stream)
 
+#define cudaLaunchKernelExC(cfg, fn, args)                        \
+  emu_launch((const void *)(fn), (cfg)->gridDim, args,            \
+             (int)(sizeof(args) / sizeof(void *)), (cfg)->stream)
+
 static inline float __uint_as_float(uint32_t u) {
   float f;
   memcpy(&f, &u, 4);

@@ -41,6 +41,24 @@ static inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) {
 static inline float4 make_float4(float a, float b, float c, float d) {
   return emu_make_vec4(a, b, c, d);
 }
+/* Launch configuration of cudaLaunchKernelExC (emu_shim.h runs it as a
+ * plain launch: the attributes change nothing on the CPU). */
+enum cudaLaunchAttributeID {
+  cudaLaunchAttributeProgrammaticStreamSerialization = 5
+};
+struct cudaLaunchAttribute {
+  cudaLaunchAttributeID id;
+  union {
+    int programmaticStreamSerializationAllowed;
+  } val;
+};
+struct cudaLaunchConfig_t {
+  dim3 gridDim, blockDim;
+  size_t dynamicSmemBytes;
+  cudaStream_t stream;
+  cudaLaunchAttribute *attrs;
+  unsigned numAttrs;
+};
 extern "C" {
 #endif
 

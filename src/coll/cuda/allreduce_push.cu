@@ -1,0 +1,331 @@
+/*
+ * The push one-shot all-reduce: data and readiness in one store.
+ *
+ * Algorithm.  Every rank pushes its whole input, in 16-byte stores, into
+ * its own slot of every peer's current buffer (push_launch.h gives the
+ * layout), then polls its own current buffer until every word of every
+ * peer's slot has stopped holding the sentinel, reduces its own input and
+ * the peers' slots in rank order (fp32, one rounding), writes the result
+ * to the user's output and writes the sentinel back over what it read.
+ * No flag, no barrier, no fence: one one-way trip between GPUs.  Messages
+ * longer than a slot are a host loop of launches, each self-contained.
+ * The elements are cut into 16-byte packs, the packs into one contiguous
+ * range per block; block b pushes and reads the same range on every rank
+ * (same grid, since every rank makes the same call), so a block waits only
+ * on its peers' blocks of the same index.
+ *
+ * The sentinel.  An empty word holds 0xffffffff (QCOLL_PUSH_SENTINEL): in
+ * f32 a negative NaN, in f16 and bf16 two of them.  Before a pack is sent
+ * (and before a rank uses its own pack), every NaN in it becomes the
+ * positive quiet NaN (0x7fc00000, 0x7e00, 0x7fc0), so no sent word ever
+ * equals the sentinel, and every other value, signed zeros and infinities
+ * included, is sent bit for bit.  The reduction makes no use of a NaN's
+ * sign or payload (the GPU's fp32 arithmetic returns its canonical NaN,
+ * fminf/fmaxf ignore NaN operands), so the results are those of the
+ * inputs themselves: bitwise identical on every rank and equal to the
+ * fp32 rank-order reduction.  A word is written and read whole (32-bit
+ * accesses within the 16-byte ones): a reader that sees a word other than
+ * the sentinel sees the word its sender wrote; a pack counts as arrived
+ * only when all four words have.
+ *
+ * Rotation.  A control word in device memory (push area [1], local to
+ * each rank) counts the rank's completed launches; launch c uses buffer
+ * c mod 2.  Thread 0 of every block reads it (an acquire load) before the
+ * block announces itself on [0]; the last block of the launch to announce
+ * itself advances [1].  The kernel advances it, never the host, so a
+ * captured graph replays correctly.  Every rank makes the same launches,
+ * so rank r's launch c and rank p's launch c use the same buffer index.
+ *
+ * Why a buffer word is never written while its owner still needs it.
+ * Only rank p writes slot p of rank r's buffer k; only r reads it and
+ * writes the sentinel back.  Consider launch c (k = c mod 2) on r.
+ *  1. Before p's launch c stores into the slot, r's write-back of launch
+ *     c - 2 (the last use of buffer k) is done: p's launch c starts only
+ *     after p's launch c - 1 finished, which waited for r's launch c - 1
+ *     data, which r pushes only after its launch c - 2 completed (kernels
+ *     of a stream run in order; with programmatic dependent launch the
+ *     kernel pushes nothing before griddepcontrol.wait, which returns once
+ *     the previous grid has completed and its memory is visible).  So p's
+ *     store follows r's sentinel in the word's order and is not undone.
+ *  2. p's next store into the slot (launch c + 2) comes after r has read
+ *     launch c's data and written the sentinel back: by the same chain,
+ *     p's launch c + 2 starts after p's launch c + 1 saw r's launch c + 1
+ *     data, pushed after r's launch c completed.
+ *  3. Launch c + 1 of p may run while r is still in launch c, but it
+ *     writes buffer 1 - k.  Nothing goes further ahead: p's launch c + 2
+ *     needs r's launch c + 1.
+ * Two buffers are therefore enough; the sentinel is written back by the
+ * thread that read the word, in the same launch, so no launch needs to
+ * know an earlier launch's size.
+ *
+ * Every wait has a deadline (timeout_ns, %globaltimer) and stops when the
+ * host raises its abort word or a peer writes this rank's abort word
+ * (ipc_sync.cuh, wait_may_go_on); a failed wait is reported in the
+ * host-mapped error word with phase QCOLL_IPC_PHASE_PUSH and tells the
+ * peers to stop.
+ *
+ * Requirements.  As for the flag kernels (allreduce.cu): every block of
+ * every rank that shares a GPU is resident at once (the host caps the
+ * grid), every rank makes the same launches in the same order on one
+ * stream.  The push areas start 0xff (the transport fills them at init).
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "elem_ops.cuh"
+#include "ipc_sync.cuh"
+#include "push_launch.h"
+
+namespace {
+
+/* ---- NaNs made canonical, so that no sent word is the sentinel ------- */
+
+__device__ __forceinline__ uint32_t canonical_f32(uint32_t u) {
+  return (u & 0x7fffffffu) > 0x7f800000u ? 0x7fc00000u : u;
+}
+/* Both 16-bit halves of u, `exp_mask` the all-ones exponent of the format
+ * and `quiet` its positive quiet NaN. */
+__device__ __forceinline__ uint32_t canonical_16x2(uint32_t u,
+                                                   uint32_t exp_mask,
+                                                   uint32_t quiet) {
+  uint32_t lo = u & 0xffffu, hi = u >> 16;
+  if ((lo & 0x7fffu) > exp_mask) lo = quiet;
+  if ((hi & 0x7fffu) > exp_mask) hi = quiet;
+  return lo | (hi << 16);
+}
+
+template <typename T>
+struct Canon;
+template <>
+struct Canon<float> {
+  static __device__ __forceinline__ uint32_t word(uint32_t u) {
+    return canonical_f32(u);
+  }
+};
+template <>
+struct Canon<__half> {
+  static __device__ __forceinline__ uint32_t word(uint32_t u) {
+    return canonical_16x2(u, 0x7c00u, 0x7e00u);
+  }
+};
+template <>
+struct Canon<__nv_bfloat16> {
+  static __device__ __forceinline__ uint32_t word(uint32_t u) {
+    return canonical_16x2(u, 0x7f80u, 0x7fc0u);
+  }
+};
+
+template <typename T>
+__device__ __forceinline__ uint4 canonical_pack(uint4 x) {
+  return make_uint4(Canon<T>::word(x.x), Canon<T>::word(x.y),
+                    Canon<T>::word(x.z), Canon<T>::word(x.w));
+}
+
+__device__ __forceinline__ bool holds_sentinel(uint4 x) {
+  return x.x == QCOLL_PUSH_SENTINEL || x.y == QCOLL_PUSH_SENTINEL ||
+         x.z == QCOLL_PUSH_SENTINEL || x.w == QCOLL_PUSH_SENTINEL;
+}
+
+/* ---- the kernel --------------------------------------------------------- */
+
+/* Rank `owner`'s slot `sender` of buffer `buffer`, as packs. */
+__device__ __forceinline__ uint4 *slot_packs(const qcoll__push_view_t &pv,
+                                             const BlockState *s, int owner,
+                                             unsigned buffer, int sender) {
+  return reinterpret_cast<uint4 *>(
+      s->bases[owner] + pv.area_offset +
+      qcoll__push_slot_offset(pv.ipc.nranks, pv.slot_bytes, buffer, sender));
+}
+
+/* Thread 0: read the launch counter, then announce the block; the last
+ * block to announce itself advances the counter.  The acquire keeps the
+ * read before the announcement, so no block reads the advanced value. */
+__device__ __forceinline__ uint32_t launch_index(const qcoll__push_view_t &pv,
+                                                 const BlockState *s) {
+  uint32_t *ctrl =
+      reinterpret_cast<uint32_t *>(s->bases[pv.ipc.rank] + pv.area_offset);
+  const uint32_t launches = load_acquire_sys(&ctrl[1]);
+  if (atomicAdd(&ctrl[0], 1u) == gridDim.x - 1) {
+    ctrl[0] = 0;
+    ctrl[1] = launches + 1u;
+  }
+  return launches;
+}
+
+template <typename T, typename Op>
+__global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
+    push_kernel(qcoll__push_view_t pv, const T *send, T *recv, size_t count) {
+  __shared__ BlockState s;
+  const qcoll__ipc_view_t &v = pv.ipc;
+  /* The input may come from the kernel before this one. */
+  grid_dependency_wait();
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int p = 0; p < QCOLL_IPC_MAX_RANKS; p++) s.bases[p] = v.bases[p];
+    s.failed = 0;
+    s.oneshots = launch_index(pv, &s);
+  }
+  __syncthreads();
+  /* The next launch may start its preamble; its data waits for us. */
+  grid_dependents_launch();
+
+  const int n = v.nranks, me = v.rank;
+  const unsigned buffer = s.oneshots % QCOLL_PUSH_BUFFERS;
+  const size_t packs = (count + Pack<T>::kElems - 1) / Pack<T>::kElems;
+  size_t begin, end;
+  block_range(packs, &begin, &end);
+  const bool send_aligned =
+      (reinterpret_cast<uintptr_t>(send) % kPackBytes) == 0;
+  const bool recv_aligned =
+      (reinterpret_cast<uintptr_t>(recv) % kPackBytes) == 0;
+
+  /* Push: my packs into my slot of every peer's buffer, nearest peer
+   * first so that the ranks do not all write to rank 0 at once. */
+  for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    const uint4 x =
+        canonical_pack<T>(load_user(send, i, count, send_aligned).raw);
+    for (int k = 1; k < n; k++) {
+      const int p = (me + k) % n;
+      store_volatile_v4(slot_packs(pv, &s, p, buffer, me) + i, x);
+    }
+  }
+
+  /* Gather: every peer's pack from my own buffer, as soon as all four of
+   * its words have arrived; then reduce in rank order and empty the slots. */
+  const uint4 empty = make_uint4(QCOLL_PUSH_SENTINEL, QCOLL_PUSH_SENTINEL,
+                                 QCOLL_PUSH_SENTINEL, QCOLL_PUSH_SENTINEL);
+  const uint32_t everyone = (n >= 32 ? ~0u : (1u << n) - 1u);
+  for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    uint4 in[QCOLL_IPC_MAX_RANKS];
+    uint32_t pending = everyone & ~(1u << me);
+    uint64_t start = 0;
+#pragma unroll
+    for (int p = 0; p < QCOLL_IPC_MAX_RANKS; p++)
+      if (p == me)
+        in[p] = canonical_pack<T>(load_user(send, i, count, send_aligned).raw);
+    for (uint32_t spins = 0;; spins++) {
+#pragma unroll
+      for (int p = 0; p < QCOLL_IPC_MAX_RANKS; p++) {
+        if (!(pending & (1u << p))) continue;
+        const uint4 x = load_volatile_v4(slot_packs(pv, &s, me, buffer, p) + i);
+        if (holds_sentinel(x)) continue;
+        in[p] = x;
+        pending &= ~(1u << p);
+      }
+      if (pending == 0) break;
+      if ((spins & 63u) != 63u) continue;
+      int late = 0;
+      while (!(pending & (1u << late))) late++;
+      /* Awaited "1", seen "0": the peer's data has not arrived. */
+      if (!wait_may_go_on(v, &s, &start, spins, late, QCOLL_IPC_PHASE_PUSH, 1u,
+                          0u)) {
+        s.failed = 1;
+        return;
+      }
+    }
+#pragma unroll
+    for (int p = 0; p < QCOLL_IPC_MAX_RANKS; p++)
+      if (p < n && p != me)
+        store_volatile_v4(slot_packs(pv, &s, me, buffer, p) + i, empty);
+    store_user(recv, i, count, recv_aligned,
+               reduce_in_rank_order<T, Op, QCOLL_IPC_MAX_RANKS>(in, n));
+  }
+}
+
+/* ---- dispatch ------------------------------------------------------------ */
+
+typedef void (*push_fn)(qcoll__push_view_t, const void *, void *, size_t);
+
+template <typename T>
+push_fn pick_op(qcoll_op_t op) {
+  switch (op) {
+    case QCOLL_SUM: return reinterpret_cast<push_fn>(push_kernel<T, OpSum>);
+    case QCOLL_MIN: return reinterpret_cast<push_fn>(push_kernel<T, OpMin>);
+    case QCOLL_MAX: return reinterpret_cast<push_fn>(push_kernel<T, OpMax>);
+    default: return nullptr;
+  }
+}
+
+push_fn pick_kernel(qcoll_dtype_t dtype, qcoll_op_t op) {
+  switch (dtype) {
+    case QCOLL_F16: return pick_op<__half>(op);
+    case QCOLL_BF16: return pick_op<__nv_bfloat16>(op);
+    case QCOLL_F32: return pick_op<float>(op);
+    default: return nullptr;
+  }
+}
+
+size_t elem_size(qcoll_dtype_t dtype) {
+  switch (dtype) {
+    case QCOLL_F16:
+    case QCOLL_BF16: return 2;
+    case QCOLL_F32: return 4;
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+extern "C" size_t qcoll__cuda_push_chunk_elems(const qcoll__push_view_t *view,
+                                               qcoll_dtype_t dtype) {
+  size_t es = elem_size(dtype);
+  return es ? view->slot_bytes / es : 0;
+}
+
+extern "C" int qcoll__cuda_push_grid(const qcoll__push_view_t *view,
+                                     size_t count, qcoll_dtype_t dtype) {
+  size_t packs = (count * elem_size(dtype) + kPackBytes - 1) / kPackBytes;
+  /* One pack per thread: each waits for nranks - 1 packs. */
+  size_t grid = (packs + kThreads - 1) / kThreads;
+  size_t limit = view->ipc.max_grid > 0 ? (size_t)view->ipc.max_grid : 1;
+  if (limit > QCOLL_IPC_MAX_BLOCKS) limit = QCOLL_IPC_MAX_BLOCKS;
+  if (grid > limit) grid = limit;
+  if (grid < 1) grid = 1;
+  return (int)grid;
+}
+
+extern "C" cudaError_t qcoll__cuda_push_launch(const qcoll__push_view_t *view,
+                                               const void *sendbuf,
+                                               void *recvbuf, size_t count,
+                                               qcoll_dtype_t dtype,
+                                               qcoll_op_t op,
+                                               cudaStream_t stream) {
+  push_fn fn = pick_kernel(dtype, op);
+  if (!fn || view->slot_bytes == 0 ||
+      count > qcoll__cuda_push_chunk_elems(view, dtype) ||
+      view->ipc.nranks < 1 || view->ipc.nranks > QCOLL_IPC_MAX_RANKS)
+    return cudaErrorInvalidValue;
+  if (count == 0) return cudaSuccess;
+  qcoll__push_view_t v = *view;
+  void *args[] = {&v, &sendbuf, &recvbuf, &count};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg;
+  cfg.gridDim = dim3(qcoll__cuda_push_grid(view, count, dtype));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = v.pdl ? 1 : 0;
+  /* Reports this launch's error only, like cudaLaunchKernel. */
+  return cudaLaunchKernelExC(&cfg, reinterpret_cast<const void *>(fn), args);
+}
+
+extern "C" cudaError_t qcoll__cuda_push_blocks_per_sm(int *per_sm) {
+  static const qcoll_dtype_t dtypes[] = {QCOLL_F16, QCOLL_BF16, QCOLL_F32};
+  static const qcoll_op_t ops[] = {QCOLL_SUM, QCOLL_MIN, QCOLL_MAX};
+  int least = 1 << 30;
+  for (qcoll_dtype_t d : dtypes)
+    for (qcoll_op_t o : ops) {
+      int n = 0;
+      cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &n, reinterpret_cast<const void *>(pick_kernel(d, o)), kThreads, 0);
+      if (err != cudaSuccess) return err;
+      if (n < least) least = n;
+    }
+  *per_sm = least;
+  return cudaSuccess;
+}

@@ -1,0 +1,89 @@
+/*
+ * Host side of the push one-shot all-reduce (cuda_push.h).  Everything
+ * that can be decided once is decided at init; a call only cuts the
+ * message into slot-sized launches.
+ */
+#ifdef QCOLL_HAVE_CUDA /* the whole file: CUDA builds only */
+
+#include "cuda_push.h"
+
+#include <string.h>
+
+#include "../core/config.h"
+
+size_t qcoll__push_requested_slot_bytes(void) {
+  return qcoll__push_slot_bytes(qcoll__env_bytes("QCOLL_IPC_PUSH_BYTES"));
+}
+
+cudaError_t qcoll__push_area_init(char *area, size_t area_bytes,
+                                  cudaStream_t s) {
+  if (area_bytes == 0) return cudaSuccess;
+  cudaError_t err = cudaMemsetAsync(area, 0, QCOLL_PUSH_CONTROL_BYTES, s);
+  if (err != cudaSuccess) return err;
+  return cudaMemsetAsync(area + QCOLL_PUSH_CONTROL_BYTES,
+                         QCOLL_PUSH_SENTINEL_BYTE,
+                         area_bytes - QCOLL_PUSH_CONTROL_BYTES, s);
+}
+
+cudaError_t qcoll__push_resident_blocks(int device, int *blocks) {
+  int sms = 0, per_sm = 0;
+  cudaError_t err =
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (err == cudaSuccess) err = qcoll__cuda_push_blocks_per_sm(&per_sm);
+  if (err == cudaSuccess) *blocks = sms * per_sm;
+  return err;
+}
+
+bool qcoll__push_pdl_enabled(int device) {
+  if (!qcoll__env_bool("QCOLL_PDL")) return false;
+  int major = 0, driver = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
+                             device) != cudaSuccess ||
+      cudaDriverGetVersion(&driver) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return major >= 9 && driver >= 12030;
+}
+
+qcoll__push_view_t qcoll__push_view_make(const qcoll__ipc_view_t *ipc,
+                                         size_t area_offset, size_t slot_bytes,
+                                         bool pdl) {
+  qcoll__push_view_t v;
+  memset(&v, 0, sizeof v);
+  v.ipc = *ipc;
+  v.area_offset = area_offset;
+  v.slot_bytes = slot_bytes;
+  v.pdl = pdl ? 1 : 0;
+  return v;
+}
+
+qcoll_status_t qcoll__push_all_reduce(qcoll_comm_t comm,
+                                      const qcoll__push_view_t *view,
+                                      const void *sendbuf, void *recvbuf,
+                                      size_t count, qcoll_dtype_t dtype,
+                                      qcoll_op_t op, void *stream) {
+  const size_t elem = qcoll_dtype_size(dtype);
+  const size_t chunk = qcoll__cuda_push_chunk_elems(view, dtype);
+  const size_t chunks = (count + chunk - 1) / chunk;
+  for (size_t k = 0; k < chunks; k++) {
+    size_t offset = k * chunk;
+    size_t n = QCOLL_MIN(chunk, count - offset);
+    cudaError_t err = qcoll__cuda_push_launch(
+        view, (const char *)sendbuf + offset * elem,
+        (char *)recvbuf + offset * elem, n, dtype, op, (cudaStream_t)stream);
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();
+      return qcoll__error(comm, QCOLL_ERR_CUDA,
+                          "launching the push one-shot all-reduce kernel "
+                          "(chunk %zu of %zu, %zu %s elements) on device %d "
+                          "failed: %s (%s)",
+                          k + 1, chunks, n, qcoll_dtype_name(dtype),
+                          comm->device, cudaGetErrorName(err),
+                          cudaGetErrorString(err));
+    }
+  }
+  return QCOLL_OK;
+}
+
+#endif

@@ -1,0 +1,54 @@
+/*
+ * Host side of the push one-shot all-reduce (src/coll/cuda/allreduce_push.cu):
+ * the size of its area in the IPC allocation, filling it at init, the view
+ * its kernel gets, and the all-reduce entry the transport dispatches to.
+ * Called by cuda_ipc.c under the device guard.
+ */
+#ifndef QCOLL_TRANSPORT_CUDA_PUSH_H
+#define QCOLL_TRANSPORT_CUDA_PUSH_H
+
+#include <cuda_runtime_api.h>
+#include <stdbool.h>
+
+#include "../coll/cuda/push_launch.h"
+#include "../core/comm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The slot size this rank asks for (QCOLL_IPC_PUSH_BYTES, rounded; 0: the
+ * push one-shot is off). */
+size_t qcoll__push_requested_slot_bytes(void);
+
+/* Fill the push area at `area` (area_bytes long): control zeroed, every
+ * slot the sentinel.  Enqueued on s; the caller synchronises. */
+cudaError_t qcoll__push_area_init(char *area, size_t area_bytes,
+                                  cudaStream_t s);
+
+/* All-reduce blocks of the push kernel this device keeps resident. */
+cudaError_t qcoll__push_resident_blocks(int device, int *blocks);
+
+/* Whether programmatic dependent launch is used on `device`: QCOLL_PDL is
+ * on and the device (compute capability 9.0 or later) and the driver
+ * (CUDA 12.3 or later, needed to capture it into graphs) support it. */
+bool qcoll__push_pdl_enabled(int device);
+
+/* The push view from the communicator's IPC view. */
+qcoll__push_view_t qcoll__push_view_make(const qcoll__ipc_view_t *ipc,
+                                         size_t area_offset, size_t slot_bytes,
+                                         bool pdl);
+
+/* The one-shot all-reduce through the push kernel: slot-sized launches on
+ * stream (f16/bf16/f32, sum/min/max, checked by the caller). */
+qcoll_status_t qcoll__push_all_reduce(qcoll_comm_t comm,
+                                      const qcoll__push_view_t *view,
+                                      const void *sendbuf, void *recvbuf,
+                                      size_t count, qcoll_dtype_t dtype,
+                                      qcoll_op_t op, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
