@@ -15,7 +15,7 @@
 # from the repository root:
 #   OUT=$OUT DEPS=$PWD/../../build-deps scripts/latency-device.sh
 set -uo pipefail
-export NCCL_NVLS_ENABLE=0
+export NCCL_NVLS_ENABLE=0 QCOLL_TIMEOUT=20
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-/tmp/qcoll-latency}
 deps=${DEPS:-$root/build-deps}
