@@ -67,10 +67,11 @@ static const env_entry_t env_table[] = {
     {"QCOLL_IPC_P2P_BYTES", "1M",
      "CUDA IPC: GPU send/recv inbox per ordered pair of ranks (allocated "
      "beside QCOLL_IPC_BYTES); smaller sends do not wait for their recv"},
-    {"QCOLL_IPC_PUSH_BYTES", "2M",
-     "largest one-shot launch of the push all-reduce (its slot per sender; two "
-     "buffers of one slot per rank are allocated beside QCOLL_IPC_BYTES); 0 "
-     "runs the one-shot on the flag-barrier kernel instead"},
+    {"QCOLL_IPC_PUSH_BYTES", "256K",
+     "largest one-shot all-reduce sent on the push kernel (its slot per "
+     "sender; two buffers of one slot per rank are allocated beside "
+     "QCOLL_IPC_BYTES); larger one-shots, and all with 0, use the "
+     "flag-barrier one-shot"},
     {"QCOLL_PDL", "1",
      "launch the push one-shot with programmatic dependent launch where the "
      "GPU (sm_90+) and driver (12.3+) support it; 0 turns it off"},

@@ -924,7 +924,8 @@ qcoll_status_t qcoll__cuda_all_reduce(qcoll_comm_t comm, const void *sendbuf,
   if (st != QCOLL_OK) return st;
   if (count == 0) return QCOLL_OK;
 
-  if (ipc_algo == QCOLL_IPC_ONESHOT && cc->push.slot_bytes)
+  if (ipc_algo == QCOLL_IPC_ONESHOT &&
+      qcoll__push_fits(&cc->push, count, dtype))
     return qcoll__push_all_reduce(comm, &cc->push, sendbuf, recvbuf, count,
                                   dtype, op, stream);
 

@@ -58,32 +58,25 @@ qcoll__push_view_t qcoll__push_view_make(const qcoll__ipc_view_t *ipc,
   return v;
 }
 
+bool qcoll__push_fits(const qcoll__push_view_t *view, size_t count,
+                      qcoll_dtype_t dtype) {
+  return view->slot_bytes && count <= qcoll__cuda_push_chunk_elems(view, dtype);
+}
+
 qcoll_status_t qcoll__push_all_reduce(qcoll_comm_t comm,
                                       const qcoll__push_view_t *view,
                                       const void *sendbuf, void *recvbuf,
                                       size_t count, qcoll_dtype_t dtype,
                                       qcoll_op_t op, void *stream) {
-  const size_t elem = qcoll_dtype_size(dtype);
-  const size_t chunk = qcoll__cuda_push_chunk_elems(view, dtype);
-  const size_t chunks = (count + chunk - 1) / chunk;
-  for (size_t k = 0; k < chunks; k++) {
-    size_t offset = k * chunk;
-    size_t n = QCOLL_MIN(chunk, count - offset);
-    cudaError_t err = qcoll__cuda_push_launch(
-        view, (const char *)sendbuf + offset * elem,
-        (char *)recvbuf + offset * elem, n, dtype, op, (cudaStream_t)stream);
-    if (err != cudaSuccess) {
-      (void)cudaGetLastError();
-      return qcoll__error(comm, QCOLL_ERR_CUDA,
-                          "launching the push one-shot all-reduce kernel "
-                          "(chunk %zu of %zu, %zu %s elements) on device %d "
-                          "failed: %s (%s)",
-                          k + 1, chunks, n, qcoll_dtype_name(dtype),
-                          comm->device, cudaGetErrorName(err),
-                          cudaGetErrorString(err));
-    }
-  }
-  return QCOLL_OK;
+  cudaError_t err = qcoll__cuda_push_launch(view, sendbuf, recvbuf, count,
+                                            dtype, op, (cudaStream_t)stream);
+  if (err == cudaSuccess) return QCOLL_OK;
+  (void)cudaGetLastError();
+  return qcoll__error(comm, QCOLL_ERR_CUDA,
+                      "launching the push one-shot all-reduce kernel (%zu %s "
+                      "elements) on device %d failed: %s (%s)",
+                      count, qcoll_dtype_name(dtype), comm->device,
+                      cudaGetErrorName(err), cudaGetErrorString(err));
 }
 
 #endif

@@ -39,8 +39,16 @@ qcoll__push_view_t qcoll__push_view_make(const qcoll__ipc_view_t *ipc,
                                          size_t area_offset, size_t slot_bytes,
                                          bool pdl);
 
-/* The one-shot all-reduce through the push kernel: slot-sized launches on
- * stream (f16/bf16/f32, sum/min/max, checked by the caller). */
+/* Whether the push kernel serves a one-shot of count elements: it is on
+ * and the message fits one slot.  Larger one-shots go to the flag-barrier
+ * kernel, which was faster from 1 MiB on an H200
+ * (docs/results/2026-12-h200-push-oneshot.md). */
+bool qcoll__push_fits(const qcoll__push_view_t *view, size_t count,
+                      qcoll_dtype_t dtype);
+
+/* The one-shot all-reduce of a message that fits (qcoll__push_fits) in one
+ * push launch on stream (f16/bf16/f32, sum/min/max, checked by the
+ * caller). */
 qcoll_status_t qcoll__push_all_reduce(qcoll_comm_t comm,
                                       const qcoll__push_view_t *view,
                                       const void *sendbuf, void *recvbuf,

@@ -4,7 +4,9 @@
  *  - inputs holding signed zeros (all ranks -0: the sum is -0; mixed: +0),
  *    infinities and NaNs of both signs and every payload, the push
  *    sentinel's own pattern (all bits set) among them;
- *  - f16, bf16, f32 x sum, min, max; counts from 1 to several slots;
+ *  - f16, bf16, f32 x sum, min, max; counts from 1 to two slots and more
+ *    (those run on the flag-barrier one-shot: the push kernel serves what
+ *    fits one slot);
  *  - eager calls, and one capture replayed 200 times with new inputs
  *    (specials included) uploaded before each replay.
  * Sums must equal the fp32 rank-order sum rounded once, bit for bit (a NaN
@@ -78,14 +80,14 @@ static size_t check(const void *got, size_t count, qcoll_dtype_t d,
     float acc = value_of(input_bits(0, i, d, seed), d);
     for (int p = 1; p < gt_nranks; p++) {
       float x = value_of(input_bits(p, i, d, seed), d);
-      acc = op == QCOLL_SUM ? acc + x : op == QCOLL_MIN ? fminf(acc, x)
-                                                        : fmaxf(acc, x);
+      acc = op == QCOLL_SUM   ? acc + x
+            : op == QCOLL_MIN ? fminf(acc, x)
+                              : fmaxf(acc, x);
     }
     uint32_t g = get(got, i, d);
-    bool ok = isnan(acc) ? is_nan_bits(g, d)
-              : (op != QCOLL_SUM && acc == 0.0f)
-                  ? value_of(g, d) == 0.0f
-                  : g == bits_of(acc, d);
+    bool ok = isnan(acc)                         ? is_nan_bits(g, d)
+              : (op != QCOLL_SUM && acc == 0.0f) ? value_of(g, d) == 0.0f
+                                                 : g == bits_of(acc, d);
     if (!ok && wrong++ < 4)
       gt_fail("%s: element %zu is 0x%x, expected 0x%x", what, i, g,
               bits_of(acc, d));
@@ -95,7 +97,8 @@ static size_t check(const void *got, size_t count, qcoll_dtype_t d,
 
 static void upload_inputs(void *dev, void *host, size_t count, qcoll_dtype_t d,
                           uint32_t seed) {
-  for (size_t i = 0; i < count; i++) put(host, i, input_bits(gt_rank, i, d, seed), d);
+  for (size_t i = 0; i < count; i++)
+    put(host, i, input_bits(gt_rank, i, d, seed), d);
   gt_upload(dev, host, count * gt_dtype_size(d));
 }
 
@@ -104,7 +107,8 @@ static void one_shot(const void *send, void *recv, size_t count,
   qcoll_options_t o;
   GT_QCOLL(comm, qcoll_options_init(&o));
   o.algo = QCOLL_ALGO_ONESHOT;
-  GT_QCOLL(comm, qcoll_all_reduce_ex(send, recv, count, d, op, comm, stream, &o));
+  GT_QCOLL(comm,
+           qcoll_all_reduce_ex(send, recv, count, d, op, comm, stream, &o));
 }
 
 static void finish(void *host_out, const void *recv, size_t count,
@@ -120,7 +124,7 @@ static void finish(void *host_out, const void *recv, size_t count,
 static void eager_cases(void) {
   static const qcoll_dtype_t dts[] = {QCOLL_F16, QCOLL_BF16, QCOLL_F32};
   static const qcoll_op_t ops[] = {QCOLL_SUM, QCOLL_MIN, QCOLL_MAX};
-  const size_t slot = gt_env_bytes("QCOLL_IPC_PUSH_BYTES", 2u << 20);
+  const size_t slot = gt_env_bytes("QCOLL_IPC_PUSH_BYTES", 256u << 10);
   for (int di = 0; di < 3; di++) {
     const size_t per_slot = slot / gt_dtype_size(dts[di]);
     const size_t counts[] = {1, 7, 1000, 65536 + 3, 2 * per_slot + 5};
@@ -159,8 +163,8 @@ static void graph_replays(qcoll_dtype_t d, size_t n, int replays) {
   GT_CUDA(cudaGraphInstantiate(&exec, g, 0));
   size_t bad = 0;
   for (int k = 0; k < replays && bad == 0; k++) {
-    snprintf(what, sizeof what, "graph %s count=%zu replay %d", gt_dtype_name(d),
-             n, k);
+    snprintf(what, sizeof what, "graph %s count=%zu replay %d",
+             gt_dtype_name(d), n, k);
     upload_inputs(send, host, n, d, 5000u + (uint32_t)k);
     GT_CUDA(cudaGraphLaunch(exec, stream));
     int before = gt_failures();

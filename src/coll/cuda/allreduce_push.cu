@@ -286,12 +286,9 @@ extern "C" int qcoll__cuda_push_grid(const qcoll__push_view_t *view,
   return (int)grid;
 }
 
-extern "C" cudaError_t qcoll__cuda_push_launch(const qcoll__push_view_t *view,
-                                               const void *sendbuf,
-                                               void *recvbuf, size_t count,
-                                               qcoll_dtype_t dtype,
-                                               qcoll_op_t op,
-                                               cudaStream_t stream) {
+extern "C" cudaError_t qcoll__cuda_push_launch(
+    const qcoll__push_view_t *view, const void *sendbuf, void *recvbuf,
+    size_t count, qcoll_dtype_t dtype, qcoll_op_t op, cudaStream_t stream) {
   push_fn fn = pick_kernel(dtype, op);
   if (!fn || view->slot_bytes == 0 ||
       count > qcoll__cuda_push_chunk_elems(view, dtype) ||

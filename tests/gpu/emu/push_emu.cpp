@@ -41,7 +41,8 @@ int main() {
 #include "core/dtype.h"
 #include "push_launch.h"
 
-static const unsigned EMU_THREADS = 64; /* kThreads of the prepared ipc_sync.cuh */
+static const unsigned EMU_THREADS =
+    64; /* kThreads of the prepared ipc_sync.cuh */
 #include "emu_runtime.inc"
 
 cudaError_t emu_launch(const void *fn, dim3 grid, void **args, int nargs,
@@ -87,9 +88,9 @@ struct World {
     for (int r = 0; r < n; r++) {
       qcoll__push_view_t v;
       memset(&v, 0, sizeof v);
-      v.ipc = emu_view(bufs, words[r], QCOLL_IPC_HEADER_BYTES +
-                                           4 * QCOLL_IPC_REGION_ALIGN,
-                       r, 4);
+      v.ipc =
+          emu_view(bufs, words[r],
+                   QCOLL_IPC_HEADER_BYTES + 4 * QCOLL_IPC_REGION_ALIGN, r, 4);
       v.area_offset = area_offset;
       v.slot_bytes = SLOT_BYTES;
       v.pdl = 1;
@@ -107,13 +108,13 @@ struct World {
   /* Every slot word of every rank holds the sentinel again. */
   bool all_empty(const char *what) {
     for (int r = 0; r < n; r++) {
-      const uint32_t *w = (const uint32_t *)(bufs[r] + area_offset +
-                                             QCOLL_PUSH_CONTROL_BYTES);
+      const uint32_t *w =
+          (const uint32_t *)(bufs[r] + area_offset + QCOLL_PUSH_CONTROL_BYTES);
       size_t words_n = (alloc - area_offset - QCOLL_PUSH_CONTROL_BYTES) / 4;
       for (size_t i = 0; i < words_n; i++)
         if (w[i] != QCOLL_PUSH_SENTINEL) {
-          FAIL("%s: rank %d push word %zu is 0x%08x after the call", what, r,
-               i, w[i]);
+          FAIL("%s: rank %d push word %zu is 0x%08x after the call", what, r, i,
+               w[i]);
           return false;
         }
     }
@@ -132,7 +133,9 @@ struct World {
 
 /* ---- element bits ----------------------------------------------------- */
 
-static size_t esize(qcoll_dtype_t d) { return d == QCOLL_F32 ? 4 : 2; }
+static size_t esize(qcoll_dtype_t d) {
+  return d == QCOLL_F32 ? 4 : 2;
+}
 static const char *dtype_name(qcoll_dtype_t d) {
   return d == QCOLL_F32 ? "f32" : d == QCOLL_F16 ? "f16" : "bf16";
 }
@@ -258,8 +261,8 @@ static void enqueue(World &w, const Call &c, Buffers &b) {
   for (size_t off = 0; off < c.count; off += chunk)
     for (int r = 0; r < w.n; r++) {
       char *s = b.send[r].data() + (GUARD + c.mis_send + off) * es;
-      char *o = (c.in_place ? b.send[r].data() : b.recv[r].data()) +
-                (lr + off) * es;
+      char *o =
+          (c.in_place ? b.send[r].data() : b.recv[r].data()) + (lr + off) * es;
       size_t n = c.count - off < chunk ? c.count - off : chunk;
       if (qcoll__cuda_push_launch(&w.views[r], s, o, n, c.d, c.op,
                                   w.streams[r]) != cudaSuccess)
@@ -335,7 +338,7 @@ static void test_values(World &w) {
                              1000, chunk + 5, 2 * chunk + 11};
     for (qcoll_op_t op : ops)
       for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
-        Call c = {d,     op,    counts[k], k % 2 ? 1 : 4, k % 3 == 1,
+        Call c = {d,      op,    counts[k],   k % 2 ? 1 : 4, k % 3 == 1,
                   k != 2, k % 4, (k + 1) % 3, seed++};
         run_one(w, c);
         cases++;
@@ -352,7 +355,9 @@ static void test_rotation(World &w, int calls) {
   std::vector<Call> cs;
   std::vector<Buffers> bs(calls);
   for (int k = 0; k < calls; k++) {
-    Call c = {k % 3 == 0 ? QCOLL_BF16 : k % 3 == 1 ? QCOLL_F32 : QCOLL_F16,
+    Call c = {k % 3 == 0   ? QCOLL_BF16
+              : k % 3 == 1 ? QCOLL_F32
+                           : QCOLL_F16,
               k % 5 == 4 ? QCOLL_MAX : QCOLL_SUM,
               (size_t)(1 + (k * 37) % 700),
               k % 4 == 0 ? 1 : 3,
@@ -415,9 +420,10 @@ static void test_missing_peer(World &w) {
   if (timeouts == 0) FAIL("missing peer: no rank reported a timeout");
   if (took > 5 * timeout)
     FAIL("missing peer: the ranks took %.2f s, deadline %.2f s", took, timeout);
-  printf("N=%d: missing peer: %d rank(s) timed out after %.2f s (deadline "
-         "%.2f s) %s\n",
-         w.n, timeouts, took, timeout, failures == before ? "ok" : "FAILED");
+  printf(
+      "N=%d: missing peer: %d rank(s) timed out after %.2f s (deadline "
+      "%.2f s) %s\n",
+      w.n, timeouts, took, timeout, failures == before ? "ok" : "FAILED");
 }
 
 int main(int argc, char **argv) {
