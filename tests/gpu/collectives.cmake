@@ -114,6 +114,7 @@ if(CMAKE_CXX_COMPILER)
     PROPERTIES COMPILE_OPTIONS "-include;${emu_dir}/emu_shim.h"
                OBJECT_DEPENDS "${emu_push}/emu_status.h;${emu_push}/ipc_sync.cuh")
   target_include_directories(push_emu BEFORE PRIVATE ${emu_push} ${emu_dir}/include ${cuda_src}
+                             ${CMAKE_CURRENT_SOURCE_DIR}
                              ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
   target_compile_options(push_emu PRIVATE -ffp-contract=off -fno-strict-aliasing
                          $<$<COMPILE_LANGUAGE:CXX>:-Wno-unknown-pragmas>)

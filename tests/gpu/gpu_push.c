@@ -19,46 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/dtype.h"
 #include "gpu_test.h"
+#include "push_values.h"
 
 static qcoll_comm_t comm;
 static cudaStream_t stream;
-
-static uint32_t nan_bits(qcoll_dtype_t d, unsigned k) {
-  static const uint32_t f32[] = {0xffffffffu, 0x7fc00000u, 0xffc00000u,
-                                 0x7f800001u, 0xff812345u, 0x7fffffffu};
-  static const uint32_t f16[] = {0xffffu, 0x7e00u, 0xfe00u,
-                                 0x7c01u, 0xfd23u, 0x7fffu};
-  static const uint32_t bf16[] = {0xffffu, 0x7fc0u, 0xffc0u,
-                                  0x7f81u, 0xff93u, 0x7fffu};
-  k %= 6;
-  return d == QCOLL_F32 ? f32[k] : d == QCOLL_F16 ? f16[k] : bf16[k];
-}
-
-static uint32_t bits_of(float v, qcoll_dtype_t d) {
-  if (d == QCOLL_F32) return qcoll__f32_to_bits(v);
-  return d == QCOLL_F16 ? qcoll__f32_to_f16(v) : qcoll__f32_to_bf16(v);
-}
-/* Every NaN quiet: the GPU's fminf/fmaxf ignore signalling NaNs too. */
-static float value_of(uint32_t b, qcoll_dtype_t d) {
-  float f = d == QCOLL_F32   ? qcoll__bits_to_f32(b)
-            : d == QCOLL_F16 ? qcoll__f16_to_f32((uint16_t)b)
-                             : qcoll__bf16_to_f32((uint16_t)b);
-  return isnan(f) ? NAN : f;
-}
-
-static uint32_t input_bits(int r, size_t i, qcoll_dtype_t d, uint32_t seed) {
-  if (i % 13 == 1) return d == QCOLL_F32 ? 0x80000000u : 0x8000u;
-  if (i % 13 == 2) return r % 2 ? (d == QCOLL_F32 ? 0x80000000u : 0x8000u) : 0;
-  if (i % 29 == 3 && r == 0) return bits_of(i % 2 ? INFINITY : -INFINITY, d);
-  if (i % 31 == 4 && r == (int)(i / 31) % 3) return nan_bits(d, (unsigned)i);
-  uint32_t h = (uint32_t)i * 2654435761u ^ seed * 40503u ^ (uint32_t)r * 97u;
-  h ^= h >> 13;
-  h *= 0x5bd1e995u;
-  h ^= h >> 15;
-  return bits_of(((float)(h % 2001u) - 1000.0f) / 64.0f, d);
-}
 
 static void put(void *p, size_t i, uint32_t b, qcoll_dtype_t d) {
   if (d == QCOLL_F32)
@@ -69,28 +34,18 @@ static void put(void *p, size_t i, uint32_t b, qcoll_dtype_t d) {
 static uint32_t get(const void *p, size_t i, qcoll_dtype_t d) {
   return d == QCOLL_F32 ? ((const uint32_t *)p)[i] : ((const uint16_t *)p)[i];
 }
-static bool is_nan_bits(uint32_t b, qcoll_dtype_t d) {
-  return isnan(value_of(b, d));
-}
-
 static size_t check(const void *got, size_t count, qcoll_dtype_t d,
                     qcoll_op_t op, uint32_t seed, const char *what) {
   size_t wrong = 0;
   for (size_t i = 0; i < count; i++) {
-    float acc = value_of(input_bits(0, i, d, seed), d);
-    for (int p = 1; p < gt_nranks; p++) {
-      float x = value_of(input_bits(p, i, d, seed), d);
-      acc = op == QCOLL_SUM   ? acc + x
-            : op == QCOLL_MIN ? fminf(acc, x)
-                              : fmaxf(acc, x);
-    }
+    float acc = push_reference(gt_nranks, i, d, op, seed, true);
     uint32_t g = get(got, i, d);
-    bool ok = isnan(acc)                         ? is_nan_bits(g, d)
-              : (op != QCOLL_SUM && acc == 0.0f) ? value_of(g, d) == 0.0f
-                                                 : g == bits_of(acc, d);
+    bool ok = isnan(acc)                         ? isnan(push_value_of(g, d))
+              : (op != QCOLL_SUM && acc == 0.0f) ? push_value_of(g, d) == 0.0f
+                                                 : g == push_bits_of(acc, d);
     if (!ok && wrong++ < 4)
       gt_fail("%s: element %zu is 0x%x, expected 0x%x", what, i, g,
-              bits_of(acc, d));
+              push_bits_of(acc, d));
   }
   return wrong;
 }
@@ -98,7 +53,7 @@ static size_t check(const void *got, size_t count, qcoll_dtype_t d,
 static void upload_inputs(void *dev, void *host, size_t count, qcoll_dtype_t d,
                           uint32_t seed) {
   for (size_t i = 0; i < count; i++)
-    put(host, i, input_bits(gt_rank, i, d, seed), d);
+    put(host, i, push_input_bits(gt_rank, i, d, seed, true), d);
   gt_upload(dev, host, count * gt_dtype_size(d));
 }
 

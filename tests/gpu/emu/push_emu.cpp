@@ -40,6 +40,7 @@ int main() {
 
 #include "core/dtype.h"
 #include "push_launch.h"
+#include "push_values.h"
 
 static const unsigned EMU_THREADS =
     64; /* kThreads of the prepared ipc_sync.cuh */
@@ -142,17 +143,6 @@ static const char *dtype_name(qcoll_dtype_t d) {
 static const char *op_name(qcoll_op_t op) {
   return op == QCOLL_SUM ? "sum" : op == QCOLL_MIN ? "min" : "max";
 }
-/* The value of an element, every NaN quiet: the GPU's fminf/fmaxf ignore
- * signalling NaNs as they do quiet ones (the CPU's return NaN for them). */
-static float value_of(uint32_t bits, qcoll_dtype_t d) {
-  float f;
-  if (d == QCOLL_F32)
-    memcpy(&f, &bits, 4);
-  else
-    f = d == QCOLL_F16 ? qcoll__f16_to_f32((uint16_t)bits)
-                       : qcoll__bf16_to_f32((uint16_t)bits);
-  return std::isnan(f) ? NAN : f;
-}
 /* The bits the kernel stores for the fp32 result y (NaN canonical). */
 static uint32_t result_bits(float y, qcoll_dtype_t d) {
   if (std::isnan(y))
@@ -178,46 +168,6 @@ static uint32_t get_bits(const char *p, qcoll_dtype_t d, size_t i) {
   memcpy(&h, p + 2 * i, 2);
   return h;
 }
-static float combine(qcoll_op_t op, float a, float b) {
-  return op == QCOLL_SUM ? a + b : op == QCOLL_MIN ? fminf(a, b) : fmaxf(a, b);
-}
-
-/* NaNs of every kind for d: both signs, quiet and signalling, the
- * sentinel's pattern (all ones) among them. */
-static uint32_t some_nan(qcoll_dtype_t d, unsigned k) {
-  static const uint32_t f32[] = {0xffffffffu, 0x7fc00000u, 0xffc00000u,
-                                 0x7f800001u, 0xff812345u, 0x7fffffffu};
-  static const uint32_t f16[] = {0xffffu, 0x7e00u, 0xfe00u,
-                                 0x7c01u, 0xfd23u, 0x7fffu};
-  static const uint32_t bf16[] = {0xffffu, 0x7fc0u, 0xffc0u,
-                                  0x7f81u, 0xff93u, 0x7fffu};
-  k %= 6;
-  return d == QCOLL_F32 ? f32[k] : d == QCOLL_F16 ? f16[k] : bf16[k];
-}
-static uint32_t neg_zero(qcoll_dtype_t d) {
-  return d == QCOLL_F32 ? 0x80000000u : 0x8000u;
-}
-
-/* Rank r's input bits for element i: random values, and with `specials`
- * signed zeros (all ranks -0 at i % 13 == 1, rank parity at i % 13 == 2),
- * infinities at i % 29 == 3 and NaNs on one rank at i % 31 == 4. */
-static uint32_t input_bits(int r, size_t i, qcoll_dtype_t d, uint32_t seed,
-                           bool specials) {
-  if (specials) {
-    if (i % 13 == 1) return neg_zero(d);
-    if (i % 13 == 2) return r % 2 ? neg_zero(d) : 0u;
-    if (i % 29 == 3 && r == 0)
-      return result_bits(i % 2 ? INFINITY : -INFINITY, d);
-    if (i % 31 == 4 && r == (int)(i / 31) % 3) return some_nan(d, (unsigned)i);
-  }
-  uint32_t h = (uint32_t)i * 2654435761u ^ seed * 40503u ^ (uint32_t)r * 97u;
-  h ^= h >> 13;
-  h *= 0x5bd1e995u;
-  h ^= h >> 15;
-  float v = ((float)(h % 2001u) - 1000.0f) / 64.0f;
-  return result_bits(v, d); /* representable in d */
-}
-
 /* ---- one batch of calls ------------------------------------------------- */
 
 struct Call {
@@ -249,7 +199,7 @@ static void prepare(const World &w, const Call &c, Buffers &b) {
   for (int r = 0; r < w.n; r++)
     for (size_t i = 0; i < c.count; i++)
       put_bits(b.send[r].data() + (GUARD + c.mis_send) * es, c.d, i,
-               input_bits(r, i, c.d, c.seed, c.specials));
+               push_input_bits(r, i, c.d, c.seed, c.specials));
 }
 
 /* Enqueue the call on every rank, chunk by chunk as the transport does. */
@@ -277,10 +227,7 @@ static void enqueue(World &w, const Call &c, Buffers &b) {
  * rank 0's against the reference where no zero is involved. */
 static uint32_t expected_bits(const World &w, const Call &c, size_t i, int r,
                               const Buffers &b, size_t lr) {
-  float acc = value_of(input_bits(0, i, c.d, c.seed, c.specials), c.d);
-  for (int p = 1; p < w.n; p++)
-    acc = combine(c.op, acc,
-                  value_of(input_bits(p, i, c.d, c.seed, c.specials), c.d));
+  float acc = push_reference(w.n, i, c.d, c.op, c.seed, c.specials);
   if (c.op == QCOLL_SUM || !c.specials) return result_bits(acc, c.d);
   const char *out0 = c.in_place ? b.send[0].data() : b.recv[0].data();
   const uint32_t first = get_bits(out0 + lr * esize(c.d), c.d, i);
