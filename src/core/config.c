@@ -73,8 +73,9 @@ static const env_entry_t env_table[] = {
      "QCOLL_IPC_BYTES); larger one-shots, and all with 0, use the "
      "flag-barrier one-shot"},
     {"QCOLL_PDL", "1",
-     "launch the push one-shot with programmatic dependent launch where the "
-     "GPU (sm_90+) and driver (12.3+) support it; 0 turns it off"},
+     "launch the IPC kernels (push one-shot, collectives, send/recv) with "
+     "programmatic dependent launch where the GPU (sm_90+) and driver (12.3+) "
+     "support it; 0 turns it off"},
     {"QCOLL_ONESHOT_MAX_BYTES", "256K",
      "largest GPU all-reduce sent one-shot by the selection table"},
     {"QCOLL_TWOSHOT_MAX_BYTES", "16M",

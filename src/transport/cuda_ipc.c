@@ -527,15 +527,13 @@ static void setup_push(qcoll_comm_t comm, const ipc_record_t *recs) {
   size_t slot = (size_t)recs[0].push_slot_bytes;
   for (int r = 1; r < comm->nranks; r++)
     if (recs[r].push_slot_bytes != recs[0].push_slot_bytes) slot = 0;
-  bool pdl = slot && qcoll__push_pdl_enabled(comm->device);
-  cc->push =
-      qcoll__push_view_make(&cc->view, cc->push_area_offset, slot, pdl);
+  cc->push = qcoll__push_view_make(&cc->view, cc->push_area_offset, slot);
   QLOG_INFO(comm, CUDA,
-            "push one-shot: %s (slots of %zu KiB, programmatic dependent "
-            "launch %s)",
+            "push one-shot: %s (slots of %zu KiB); programmatic dependent "
+            "launch %s",
             slot ? "on" : "off (QCOLL_IPC_PUSH_BYTES is 0 or differs between "
                           "ranks)",
-            slot >> 10, pdl ? "on" : "off");
+            slot >> 10, cc->view.pdl ? "on" : "off");
 }
 
 /* ---- public entry points ------------------------------------------------- */
@@ -687,6 +685,7 @@ qcoll_status_t qcoll__cuda_comm_init(qcoll_comm_t comm) {
   v->rank = comm->rank;
   v->nranks = comm->nranks;
   v->max_grid = max_grid;
+  v->pdl = qcoll__cuda_pdl_enabled(comm->device);
   cc->oneshot_max_bytes = qcoll__env_bytes("QCOLL_ONESHOT_MAX_BYTES");
   cc->coll_view = *v;
   cc->coll_view.max_grid = coll_max_grid;

@@ -34,7 +34,7 @@ cudaError_t qcoll__push_resident_blocks(int device, int *blocks) {
   return err;
 }
 
-bool qcoll__push_pdl_enabled(int device) {
+bool qcoll__cuda_pdl_enabled(int device) {
   if (!qcoll__env_bool("QCOLL_PDL")) return false;
   int major = 0, driver = 0;
   if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
@@ -47,14 +47,13 @@ bool qcoll__push_pdl_enabled(int device) {
 }
 
 qcoll__push_view_t qcoll__push_view_make(const qcoll__ipc_view_t *ipc,
-                                         size_t area_offset, size_t slot_bytes,
-                                         bool pdl) {
+                                         size_t area_offset,
+                                         size_t slot_bytes) {
   qcoll__push_view_t v;
   memset(&v, 0, sizeof v);
   v.ipc = *ipc;
   v.area_offset = area_offset;
   v.slot_bytes = slot_bytes;
-  v.pdl = pdl ? 1 : 0;
   return v;
 }
 

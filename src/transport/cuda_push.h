@@ -29,15 +29,15 @@ cudaError_t qcoll__push_area_init(char *area, size_t area_bytes,
 /* All-reduce blocks of the push kernel this device keeps resident. */
 cudaError_t qcoll__push_resident_blocks(int device, int *blocks);
 
-/* Whether programmatic dependent launch is used on `device`: QCOLL_PDL is
- * on and the device (compute capability 9.0 or later) and the driver
- * (CUDA 12.3 or later, needed to capture it into graphs) support it. */
-bool qcoll__push_pdl_enabled(int device);
+/* Whether the IPC kernels launch with programmatic dependent launch on
+ * `device`: QCOLL_PDL is on and the device (compute capability 9.0 or
+ * later) and the driver (CUDA 12.3 or later, needed to capture it into
+ * graphs) support it. */
+bool qcoll__cuda_pdl_enabled(int device);
 
-/* The push view from the communicator's IPC view. */
+/* The push view from the communicator's IPC view (its pdl included). */
 qcoll__push_view_t qcoll__push_view_make(const qcoll__ipc_view_t *ipc,
-                                         size_t area_offset, size_t slot_bytes,
-                                         bool pdl);
+                                         size_t area_offset, size_t slot_bytes);
 
 /* Whether the push kernel serves a one-shot of count elements: it is on
  * and the message fits one slot.  Larger one-shots go to the flag-barrier

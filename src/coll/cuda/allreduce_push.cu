@@ -297,18 +297,9 @@ extern "C" cudaError_t qcoll__cuda_push_launch(
   if (count == 0) return cudaSuccess;
   qcoll__push_view_t v = *view;
   void *args[] = {&v, &sendbuf, &recvbuf, &count};
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg;
-  cfg.gridDim = dim3(qcoll__cuda_push_grid(view, count, dtype));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = 0;
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = v.pdl ? 1 : 0;
-  /* Reports this launch's error only, like cudaLaunchKernel. */
-  return cudaLaunchKernelExC(&cfg, reinterpret_cast<const void *>(fn), args);
+  return launch_kernel(reinterpret_cast<const void *>(fn),
+                       qcoll__cuda_push_grid(view, count, dtype), args, stream,
+                       v.ipc.pdl != 0);
 }
 
 extern "C" cudaError_t qcoll__cuda_push_blocks_per_sm(int *per_sm) {

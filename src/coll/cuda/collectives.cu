@@ -544,6 +544,7 @@ __device__ __forceinline__ uint32_t *p2p_word(const BlockState *s, int owner,
 
 __device__ __forceinline__ void p2p_begin(const qcoll__ipc_view_t &v,
                                           BlockState *s) {
+  grid_dependency_wait(); /* as in block_begin */
   if (threadIdx.x == 0) {
 #pragma unroll
     for (int p = 0; p < QCOLL_IPC_MAX_RANKS; p++) s->bases[p] = v.bases[p];
@@ -821,8 +822,8 @@ cudaError_t p2p_launch(bool send, const qcoll__ipc_view_t *view,
   qcoll__ipc_view_t v = *view;
   qcoll__ipc_p2p_t c = *p2p;
   void *args[] = {&v, &c, &buf, &n, &peer};
-  return cudaLaunchKernel(reinterpret_cast<const void *>(fn), dim3(grid),
-                          dim3(kThreads), args, 0, stream);
+  return launch_kernel(reinterpret_cast<const void *>(fn), grid, args, stream,
+                       v.pdl != 0);
 }
 
 }  // namespace
@@ -892,9 +893,8 @@ extern "C" cudaError_t qcoll__cuda_coll_launch(
   qcoll__ipc_view_t v = *view;
   qcoll__ipc_coll_args_t a = *args;
   void *params[] = {&v, &a};
-  /* cudaLaunchKernel reports this launch's error only. */
-  return cudaLaunchKernel(reinterpret_cast<const void *>(fn), dim3(grid),
-                          dim3(kThreads), params, 0, stream);
+  return launch_kernel(reinterpret_cast<const void *>(fn), grid, params,
+                       stream, v.pdl != 0);
 }
 
 extern "C" cudaError_t qcoll__cuda_send_launch(const qcoll__ipc_view_t *view,

@@ -241,6 +241,9 @@ __device__ __forceinline__ bool block_barrier(const qcoll__ipc_view_t &v,
 
 __device__ __forceinline__ void block_begin(const qcoll__ipc_view_t &v,
                                             BlockState *s) {
+  /* Launched with programmatic dependent launch, the kernel may start
+   * before the previous one ends: nothing is read before it has. */
+  grid_dependency_wait();
   if (threadIdx.x == 0) {
 #pragma unroll
     for (int p = 0; p < QCOLL_IPC_MAX_RANKS; p++) s->bases[p] = v.bases[p];
@@ -258,6 +261,26 @@ __device__ __forceinline__ void block_begin(const qcoll__ipc_view_t &v,
 __device__ __forceinline__ void block_end(const qcoll__ipc_view_t &v,
                                           const BlockState *s) {
   if (threadIdx.x == 0) *epoch_counter(v, s) = s->epoch;
+}
+
+/* Host: launch fn on `grid` blocks of kThreads, with programmatic stream
+ * serialisation when `pdl` (its kernel must call grid_dependency_wait before
+ * it touches data).  Reports this launch's error only, like
+ * cudaLaunchKernel.  `args` is the kernel's argument array. */
+template <size_t N>
+cudaError_t launch_kernel(const void *fn, int grid, void *(&args)[N],
+                          cudaStream_t stream, bool pdl) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg;
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  return cudaLaunchKernelExC(&cfg, fn, args);
 }
 
 __device__ __forceinline__ char *region(const qcoll__ipc_view_t &v,

@@ -193,6 +193,9 @@ typedef struct qcoll__ipc_view {
   int rank;
   int nranks;
   int max_grid; /* grid limit (residency, flag slots) */
+  int pdl;      /* launch with programmatic dependent launch (the kernels
+                   wait on their grid dependency in block_begin / p2p_begin
+                   before touching data) */
 } qcoll__ipc_view_t;
 
 typedef enum qcoll__ipc_algo {

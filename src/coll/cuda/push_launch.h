@@ -74,14 +74,13 @@ static inline QCOLL_IPC_HD size_t qcoll__push_slot_offset(int nranks,
 }
 
 /* What the push kernel needs: the IPC view (every rank's buffer, error and
- * abort words, deadline, grid limit), where the push areas are and whether
- * to launch with programmatic dependent launch.  Passed by value; nothing
- * in it changes from one call to the next. */
+ * abort words, deadline, grid limit, whether to launch with programmatic
+ * dependent launch) and where the push areas are.  Passed by value;
+ * nothing in it changes from one call to the next. */
 typedef struct qcoll__push_view {
   qcoll__ipc_view_t ipc;
   size_t area_offset; /* of the push area, in every rank's allocation */
   size_t slot_bytes;  /* 0: the push one-shot is off */
-  int pdl;            /* launch with programmatic stream serialisation */
 } qcoll__push_view_t;
 
 /* Largest number of elements one launch handles (one slot). */

@@ -94,7 +94,7 @@ struct World {
                    QCOLL_IPC_HEADER_BYTES + 4 * QCOLL_IPC_REGION_ALIGN, r, 4);
       v.area_offset = area_offset;
       v.slot_bytes = SLOT_BYTES;
-      v.pdl = 1;
+      v.ipc.pdl = 1;
       views.push_back(v);
     }
   }
