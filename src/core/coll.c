@@ -498,9 +498,11 @@ static qcoll_status_t run_ipc(qcoll_comm_t comm, const call_t *c,
    * anything but sums when it came from the environment rather than the
    * call (a per-call request for min/max is refused with a reason). */
   qcoll_quant_t quant = c->quant;
-  if (c->count * qcoll_dtype_size(c->dtype) <
-          qcoll__env_bytes("QCOLL_QUANT_MIN_BYTES") ||
-      (c->op != QCOLL_SUM && !c->quant_per_call))
+  /* Unquantised calls (the usual small ones) skip the environment. */
+  if (quant != QCOLL_QUANT_NONE &&
+      (c->count * qcoll_dtype_size(c->dtype) <
+           qcoll__env_bytes("QCOLL_QUANT_MIN_BYTES") ||
+       (c->op != QCOLL_SUM && !c->quant_per_call)))
     quant = QCOLL_QUANT_NONE;
   return qcoll__cuda_all_reduce(
       comm, c->sendbuf, c->recvbuf, c->count, c->dtype, c->op, c->stream,

@@ -164,7 +164,8 @@ qcoll_status_t qcoll_selection_table_format(char *buf, size_t len,
          "thresholds: QCOLL_ONESHOT_MAX_BYTES=%zu QCOLL_TWOSHOT_MAX_BYTES=%zu "
          "QCOLL_QUANT_MIN_BYTES=%zu QCOLL_SHARED_GPU_IPC_MAX_BYTES=%zu "
          "QCOLL_SHARED_GPU_NCCL_MAX_RANKS=%lld; "
-         "one-shot/two-shot kernels: f16/bf16/f32 x "
+         "one-shot: the push kernel up to QCOLL_IPC_PUSH_BYTES=%zu, the "
+         "flag-barrier kernel above; one-shot/two-shot kernels: f16/bf16/f32 x "
          "sum/min/max, ipc kernels: every dtype and op; "
          "forced by QCOLL_ALGO=%s or per call\n",
          qcoll__env_bytes("QCOLL_ONESHOT_MAX_BYTES"),
@@ -172,6 +173,7 @@ qcoll_status_t qcoll_selection_table_format(char *buf, size_t len,
          qcoll__env_bytes("QCOLL_QUANT_MIN_BYTES"),
          qcoll__env_bytes("QCOLL_SHARED_GPU_IPC_MAX_BYTES"),
          qcoll__env_int("QCOLL_SHARED_GPU_NCCL_MAX_RANKS"),
+         qcoll__env_bytes("QCOLL_IPC_PUSH_BYTES"),
          qcoll__env_str("QCOLL_ALGO"));
   if (needed) *needed = used + 1;
   if (!buf || used >= len)
