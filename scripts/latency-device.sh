@@ -11,24 +11,31 @@
 #   sanitize  compute-sanitizer memcheck and racecheck around 2 ranks of
 #             push one-shots (MPS stopped first: the tool may not run under it)
 #   tests     ctest gpu.push.*, gpu.graph.n2/n8, gpu.allreduce.n2, gpu.failure.n2
-# Logs (first line: the command) under $OUT.  Usage on the device machine,
+# Logs (first line: the command) packed into $OUT/logs.tar.gz, summary.log
+# beside it (the device tool brings back at most 8 files).  Usage on the
+# device machine,
 # from the repository root:
 #   OUT=$OUT DEPS=$PWD/../../build-deps scripts/latency-device.sh
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 QCOLL_TIMEOUT=20
 root=$(cd "$(dirname "$0")/.." && pwd)
-out=${OUT:-/tmp/qcoll-latency}
+final_out=${OUT:-/tmp/qcoll-latency}
+out=$(mktemp -d /tmp/qcoll-latency-logs.XXXXXX)
 deps=${DEPS:-$root/build-deps}
 limit=${LIMIT:-330}
 build=$root/build-gpu
-mkdir -p "$out"
+mkdir -p "$out" "$final_out"
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/qcoll-mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/qcoll-mps/log
 mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 log() { echo "== $(date +%T) +${SECONDS}s $*" | tee -a "$out/summary.log"; }
 left() { echo $((limit - SECONDS)); }
 mps_on() { nvidia-cuda-mps-control -d 2>/dev/null; sleep 1; }
 mps_off() { echo quit | nvidia-cuda-mps-control 2>/dev/null; sleep 1; }
-trap mps_off EXIT
+finish() {
+  mps_off
+  tar -C "$out" -czf "$final_out/logs.tar.gz" . && cp "$out/summary.log" "$final_out/"
+}
+trap finish EXIT
 nvidia-smi >"$out/machine.txt" 2>&1
 
 log "build"
