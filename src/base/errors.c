@@ -1,12 +1,12 @@
 /*
  * Status strings and error recording.  The reason of a failure is kept per
- * thread (qcoll_last_error) and per communicator (qcoll_comm_last_error), so
- * callers can read it after init failures too.
+ * thread (qcoll_last_error) and per context (the communicator's
+ * qcoll_comm_last_error), so callers can read it after init failures too.
  */
 #include <stdio.h>
 #include <string.h>
 
-#include "comm.h"
+#include "context.h"
 
 static _Thread_local char thread_last_error[QCOLL_ERRMSG_MAX];
 
@@ -34,31 +34,26 @@ const char *qcoll_last_error(void) {
   return thread_last_error;
 }
 
-static bool is_comm_valid(qcoll_comm_t comm) {
-  return comm && comm->magic == QCOLL_COMM_MAGIC;
-}
-
-qcoll_status_t qcoll__error(qcoll_comm_t comm, qcoll_status_t status,
+qcoll_status_t qcoll__error(qcoll__ctx_t *ctx, qcoll_status_t status,
                             const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(thread_last_error, sizeof thread_last_error, fmt, ap);
   va_end(ap);
-  if (is_comm_valid(comm)) {
-    pthread_mutex_lock(&comm->error_lock);
-    memcpy(comm->last_error, thread_last_error, sizeof comm->last_error);
-    pthread_mutex_unlock(&comm->error_lock);
+  if (ctx) {
+    pthread_mutex_lock(&ctx->error_lock);
+    memcpy(ctx->last_error, thread_last_error, sizeof ctx->last_error);
+    pthread_mutex_unlock(&ctx->error_lock);
   }
   bool serious = status == QCOLL_ERR_TIMEOUT ||
                  status == QCOLL_ERR_PEER_FAILURE ||
                  status == QCOLL_ERR_INTERNAL;
-  qcoll__log(is_comm_valid(comm) ? comm : NULL,
-             serious ? QCOLL_LOG_WARN : QCOLL_LOG_INFO, QCOLL_SUBSYS_ALL,
+  qcoll__log(ctx, serious ? QCOLL_LOG_WARN : QCOLL_LOG_INFO, QCOLL_SUBSYS_ALL,
              "%s: %s", qcoll_status_string(status), thread_last_error);
   return status;
 }
 
-const char *qcoll_comm_last_error(qcoll_comm_t comm) {
-  if (!is_comm_valid(comm)) return "invalid or destroyed communicator";
-  return comm->last_error;
+void qcoll__ctx_mark_broken(qcoll__ctx_t *ctx) {
+  int live = QCOLL_COMM_LIVE;
+  atomic_compare_exchange_strong(&ctx->state, &live, QCOLL_COMM_BROKEN);
 }

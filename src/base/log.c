@@ -9,8 +9,8 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "comm.h"
 #include "config.h"
+#include "context.h"
 
 static qcoll__log_level_t log_level = QCOLL_LOG_WARN;
 static unsigned log_subsys = QCOLL_SUBSYS_ALL;
@@ -56,8 +56,8 @@ bool qcoll__log_enabled(qcoll__log_level_t level, unsigned subsys) {
          (subsys & log_subsys) != 0;
 }
 
-void qcoll__log(qcoll_comm_t comm, qcoll__log_level_t level, unsigned subsys,
-                const char *fmt, ...) {
+void qcoll__log(const qcoll__ctx_t *ctx, qcoll__log_level_t level,
+                unsigned subsys, const char *fmt, ...) {
   if (!qcoll__log_enabled(level, subsys)) return;
   static const char *level_names[] = {"NONE", "WARN", "INFO", "TRACE"};
   char msg[1200];
@@ -66,8 +66,8 @@ void qcoll__log(qcoll_comm_t comm, qcoll__log_level_t level, unsigned subsys,
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   char who[64];
-  if (comm && comm->magic == QCOLL_COMM_MAGIC)
-    snprintf(who, sizeof who, "rank %d dev %d", comm->rank, comm->device);
+  if (ctx)
+    snprintf(who, sizeof who, "rank %d dev %d", ctx->rank, ctx->device);
   else
     snprintf(who, sizeof who, "rank ? dev ?");
   /* One fprintf per line so lines from threads do not interleave. */

@@ -1,4 +1,5 @@
-/* Names and sizes of the public enums. */
+/* Names and sizes of the public enums and of the collectives. */
+#include "colls.h"
 #include "common.h"
 
 size_t qcoll_dtype_size(qcoll_dtype_t dtype) {
@@ -38,6 +39,15 @@ const char *qcoll_quant_name(qcoll_quant_t quant) {
   static const char *names[] = {"default", "none", "fp8",
                                 "int8",    "int6", "int4"};
   return (unsigned)quant < QCOLL_QUANT_COUNT ? names[quant] : "invalid";
+}
+
+const char *qcoll__coll_name(qcoll__coll_t coll) {
+  static const char *names[] = {
+#define QCOLL__COLL_NAME_(id, name) name,
+      QCOLL__COLLS(QCOLL__COLL_NAME_)
+#undef QCOLL__COLL_NAME_
+  };
+  return (unsigned)coll < QCOLL__COLL_COUNT ? names[coll] : "invalid";
 }
 
 qcoll_status_t qcoll_get_version(int *version) {

@@ -13,7 +13,7 @@
 #include "../transport/cuda_ipc.h"
 #include "../transport/nccl.h"
 #include "comm.h"
-#include "config.h"
+#include "../base/config.h"
 #include "select.h"
 #include "staging.h"
 
@@ -59,13 +59,13 @@ static qcoll_status_t compute_sizes(qcoll_comm_t comm, call_t *c) {
   const char *fn = coll_fn[c->kind];
   size_t elem = qcoll_dtype_size(c->dtype), bytes, wide;
   if (!qcoll__mul_size(c->count, elem, &bytes) ||
-      !qcoll__mul_size(bytes, (size_t)comm->nranks, &wide) ||
+      !qcoll__mul_size(bytes, (size_t)comm->ctx.nranks, &wide) ||
       wide > (SIZE_MAX >> 1))
-    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: count %zu of %s overflows the byte size with %d "
                         "ranks",
-                        fn, c->count, qcoll_dtype_name(c->dtype), comm->nranks);
-  bool root = c->root == comm->rank;
+                        fn, c->count, qcoll_dtype_name(c->dtype), comm->ctx.nranks);
+  bool root = c->root == comm->ctx.rank;
   switch (c->kind) {
     case QCOLL__COLL_ALL_GATHER:
       c->send_bytes = bytes;
@@ -105,37 +105,37 @@ static qcoll_status_t check_enums(qcoll_comm_t comm, const call_t *c) {
   const char *fn = coll_fn[c->kind];
   if (c->kind == QCOLL__COLL_BARRIER) return QCOLL_OK;
   if ((unsigned)c->dtype >= QCOLL_DTYPE_COUNT)
-    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: dtype %d is not a qcoll_dtype_t (0..%d)", fn,
                         (int)c->dtype, QCOLL_DTYPE_COUNT - 1);
   if (is_reduction(c->kind) && (unsigned)c->op >= QCOLL_OP_COUNT)
-    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: op %d is not a qcoll_op_t (0..%d)", fn, (int)c->op,
                         QCOLL_OP_COUNT - 1);
   if ((has_root(c->kind) || is_p2p(c->kind)) &&
-      (c->root < 0 || c->root >= comm->nranks))
+      (c->root < 0 || c->root >= comm->ctx.nranks))
     return qcoll__error(
-        comm, QCOLL_ERR_INVALID_ARGUMENT, "%s: %s %d is out of range [0, %d)",
-        fn, is_p2p(c->kind) ? "peer" : "root", c->root, comm->nranks);
-  if (is_p2p(c->kind) && c->root == comm->rank)
-    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+        &comm->ctx, QCOLL_ERR_INVALID_ARGUMENT, "%s: %s %d is out of range [0, %d)",
+        fn, is_p2p(c->kind) ? "peer" : "root", c->root, comm->ctx.nranks);
+  if (is_p2p(c->kind) && c->root == comm->ctx.rank)
+    return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: peer %d is this rank itself", fn, c->root);
   if ((unsigned)c->algo >= QCOLL_ALGO_COUNT)
-    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: algo %d is not a qcoll_algo_t", fn, (int)c->algo);
   if ((unsigned)c->quant >= QCOLL_QUANT_COUNT)
-    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: quant %d is not a qcoll_quant_t", fn,
                         (int)c->quant);
   if (c->kind != QCOLL__COLL_ALL_REDUCE &&
       (c->algo == QCOLL_ALGO_ONESHOT || c->algo == QCOLL_ALGO_TWOSHOT))
-    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_UNSUPPORTED,
                         "%s_ex: %s is an all_reduce algorithm (use auto, host, "
                         "nccl or ipc)",
                         fn, qcoll_algo_name(c->algo));
   if (c->kind != QCOLL__COLL_ALL_REDUCE && c->quant != QCOLL_QUANT_DEFAULT &&
       c->quant != QCOLL_QUANT_NONE)
-    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_UNSUPPORTED,
                         "%s_ex: quantisation %s serves all_reduce only (use "
                         "QCOLL_QUANT_DEFAULT or NONE)",
                         fn, qcoll_quant_name(c->quant));
@@ -150,16 +150,16 @@ static bool ranges_overlap(const void *a, size_t na, const void *b, size_t nb) {
 static qcoll_status_t check_pointers(qcoll_comm_t comm, const call_t *c) {
   const char *fn = coll_fn[c->kind];
   if (c->send_bytes && !c->sendbuf)
-    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: sendbuf is NULL but %zu bytes are to be sent", fn,
                         c->send_bytes);
   if (c->recv_bytes && !c->recvbuf)
-    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: recvbuf is NULL but %zu bytes are to be received",
                         fn, c->recv_bytes);
   if (c->kind == QCOLL__COLL_ALL_TO_ALL &&
       ranges_overlap(c->sendbuf, c->send_bytes, c->recvbuf, c->recv_bytes))
-    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: sendbuf and recvbuf overlap (all-to-all cannot "
                         "run in place)",
                         fn);
@@ -169,17 +169,17 @@ static qcoll_status_t check_pointers(qcoll_comm_t comm, const call_t *c) {
    * read data already overwritten. */
   if (c->kind == QCOLL__COLL_ALL_GATHER && c->sendbuf != c->recvbuf &&
       (const char *)c->sendbuf !=
-          (char *)c->recvbuf + (size_t)comm->rank * block &&
+          (char *)c->recvbuf + (size_t)comm->ctx.rank * block &&
       ranges_overlap(c->sendbuf, c->send_bytes, c->recvbuf, c->recv_bytes))
-    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: sendbuf overlaps recvbuf but is not the in-place "
                         "slot recvbuf + rank*sendcount",
                         fn);
   if (c->kind == QCOLL__COLL_REDUCE_SCATTER &&
       (const char *)c->recvbuf !=
-          (const char *)c->sendbuf + (size_t)comm->rank * block &&
+          (const char *)c->sendbuf + (size_t)comm->ctx.rank * block &&
       ranges_overlap(c->sendbuf, c->send_bytes, c->recvbuf, c->recv_bytes))
-    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: recvbuf overlaps sendbuf but is not the in-place "
                         "slot sendbuf + rank*recvcount",
                         fn);
@@ -187,7 +187,7 @@ static qcoll_status_t check_pointers(qcoll_comm_t comm, const call_t *c) {
        c->kind == QCOLL__COLL_BROADCAST) &&
       c->sendbuf != c->recvbuf &&
       ranges_overlap(c->sendbuf, c->send_bytes, c->recvbuf, c->recv_bytes))
-    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: sendbuf and recvbuf overlap without being equal",
                         fn);
   (void)elem;
@@ -206,37 +206,37 @@ static qcoll_status_t place_call(qcoll_comm_t comm, call_t *c) {
   if (c->recv_bytes && (st = rt->pointer_device(c->recvbuf, &recv_dev)))
     return st;
   if (c->send_bytes && c->recv_bytes && send_dev != recv_dev)
-    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: sendbuf is on %s %d but recvbuf is on %s %d", fn,
                         send_dev < 0 ? "host" : "device", send_dev,
                         recv_dev < 0 ? "host" : "device", recv_dev);
   c->device = c->send_bytes ? send_dev : recv_dev;
   /* A barrier with a stream on a GPU communicator is ordered on the stream:
    * it runs where GPU calls run. */
-  if (c->kind == QCOLL__COLL_BARRIER && c->stream && comm->device >= 0)
-    c->device = comm->device;
+  if (c->kind == QCOLL__COLL_BARRIER && c->stream && comm->ctx.device >= 0)
+    c->device = comm->ctx.device;
   if (c->device < 0) {
-    if (comm->nhosts > 1)
-      return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
+    if (comm->ctx.nhosts > 1)
+      return qcoll__error(&comm->ctx, QCOLL_ERR_UNSUPPORTED,
                           "%s: host buffers need every rank on one host, but "
                           "this communicator spans %d hosts",
-                          fn, comm->nhosts);
+                          fn, comm->ctx.nhosts);
     return QCOLL_OK;
   }
-  if (c->device != comm->device)
-    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+  if (c->device != comm->ctx.device)
+    return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: %s is on device %d but the communicator's device "
                         "is %d",
                         fn, c->send_bytes ? "sendbuf" : "recvbuf", c->device,
-                        comm->device);
+                        comm->ctx.device);
   if (c->stream) {
     int stream_dev = -1;
     if ((st = rt->stream_device(c->stream, &stream_dev))) return st;
-    if (stream_dev >= 0 && stream_dev != comm->device)
-      return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+    if (stream_dev >= 0 && stream_dev != comm->ctx.device)
+      return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                           "%s: stream belongs to device %d but the "
                           "communicator's device is %d",
-                          fn, stream_dev, comm->device);
+                          fn, stream_dev, comm->ctx.device);
   }
   return QCOLL_OK;
 }
@@ -258,10 +258,10 @@ static const char *signature_algo(const signature_t *s) {
 
 static qcoll_status_t check_signature(qcoll_comm_t comm, const call_t *c) {
   if (!comm->check_calls || is_p2p(c->kind)) return QCOLL_OK;
-  size_t n = (size_t)comm->nranks;
+  size_t n = (size_t)comm->ctx.nranks;
   signature_t *all = calloc(n, sizeof *all);
   if (!all)
-    return qcoll__error(comm, QCOLL_ERR_OUT_OF_MEMORY,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_OUT_OF_MEMORY,
                         "QCOLL_CHECK: cannot allocate %zu signatures", n);
   signature_t mine = {(int32_t)c->kind,
                       (int32_t)c->dtype,
@@ -270,18 +270,18 @@ static qcoll_status_t check_signature(qcoll_comm_t comm, const call_t *c) {
                       c->device < 0 ? 0 : 1,
                       c->device < 0 ? -1 : (int32_t)c->algo,
                       c->count};
-  all[comm->rank] = mine;
+  all[comm->ctx.rank] = mine;
   qcoll_status_t st =
-      qcoll__bootstrap_allgather(comm->bootstrap, all, sizeof *all);
+      qcoll__bootstrap_allgather(comm->ctx.bootstrap, all, sizeof *all);
   for (size_t r = 0; st == QCOLL_OK && r < n; r++) {
     const signature_t *s = &all[r];
     if (!memcmp(s, &mine, sizeof mine)) continue;
     st = qcoll__error(
-        comm, QCOLL_ERR_MISMATCH,
+        &comm->ctx, QCOLL_ERR_MISMATCH,
         "QCOLL_CHECK: rank %d called %s(count=%llu, dtype=%s, op=%s, root=%d, "
         "algo=%s) but rank %zu called %s(count=%llu, dtype=%s, op=%s, "
         "root=%d, algo=%s)",
-        comm->rank, coll_fn[mine.kind], (unsigned long long)mine.count,
+        comm->ctx.rank, coll_fn[mine.kind], (unsigned long long)mine.count,
         qcoll_dtype_name((qcoll_dtype_t)mine.dtype),
         mine.op < 0 ? "-" : qcoll_op_name((qcoll_op_t)mine.op), mine.root,
         signature_algo(&mine), r,
@@ -298,29 +298,29 @@ static qcoll_status_t run_host(qcoll_comm_t comm, const call_t *c,
                                const void *send, void *recv) {
   switch (c->kind) {
     case QCOLL__COLL_ALL_REDUCE:
-      return qcoll__host_all_reduce(comm, send, recv, c->count, c->dtype,
+      return qcoll__host_all_reduce(&comm->ctx, send, recv, c->count, c->dtype,
                                     c->op);
     case QCOLL__COLL_REDUCE:
-      return qcoll__host_reduce(comm, send, recv, c->count, c->dtype, c->op,
+      return qcoll__host_reduce(&comm->ctx, send, recv, c->count, c->dtype, c->op,
                                 c->root);
     case QCOLL__COLL_BROADCAST:
-      return qcoll__host_broadcast(comm, send, recv, c->count, c->dtype,
+      return qcoll__host_broadcast(&comm->ctx, send, recv, c->count, c->dtype,
                                    c->root);
     case QCOLL__COLL_ALL_GATHER:
-      return qcoll__host_all_gather(comm, send, recv, c->count, c->dtype);
+      return qcoll__host_all_gather(&comm->ctx, send, recv, c->count, c->dtype);
     case QCOLL__COLL_REDUCE_SCATTER:
-      return qcoll__host_reduce_scatter(comm, send, recv, c->count, c->dtype,
+      return qcoll__host_reduce_scatter(&comm->ctx, send, recv, c->count, c->dtype,
                                         c->op);
     case QCOLL__COLL_ALL_TO_ALL:
-      return qcoll__host_all_to_all(comm, send, recv, c->count, c->dtype);
+      return qcoll__host_all_to_all(&comm->ctx, send, recv, c->count, c->dtype);
     case QCOLL__COLL_SEND:
-      return qcoll__host_send(comm, send, c->count, c->dtype, c->root);
+      return qcoll__host_send(&comm->ctx, send, c->count, c->dtype, c->root);
     case QCOLL__COLL_RECV:
-      return qcoll__host_recv(comm, recv, c->count, c->dtype, c->root);
-    case QCOLL__COLL_BARRIER: return qcoll__host_barrier(comm);
+      return qcoll__host_recv(&comm->ctx, recv, c->count, c->dtype, c->root);
+    case QCOLL__COLL_BARRIER: return qcoll__host_barrier(&comm->ctx);
     case QCOLL__COLL_COUNT: break;
   }
-  return qcoll__error(comm, QCOLL_ERR_INTERNAL, "unknown collective %d",
+  return qcoll__error(&comm->ctx, QCOLL_ERR_INTERNAL, "unknown collective %d",
                       (int)c->kind);
 }
 
@@ -333,7 +333,7 @@ static qcoll_status_t run_staged(qcoll_comm_t comm, const call_t *c) {
   qcoll_status_t st = rt->stream_is_capturing(c->stream, &capturing);
   if (st != QCOLL_OK) return st;
   if (capturing)
-    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_UNSUPPORTED,
                         "%s of %s/%s on GPU buffers runs through host memory "
                         "and cannot be captured into a CUDA graph",
                         coll_fn[c->kind], qcoll_dtype_name(c->dtype),
@@ -350,7 +350,7 @@ static qcoll_status_t run_staged(qcoll_comm_t comm, const call_t *c) {
     recv = staging[l.recv_block] + l.recv_offset;
   size_t staged_bytes = l.block_bytes[0] + l.block_bytes[1];
   if ((c->send_bytes && !send) || (c->recv_bytes && !recv)) {
-    st = qcoll__error(comm, QCOLL_ERR_OUT_OF_MEMORY,
+    st = qcoll__error(&comm->ctx, QCOLL_ERR_OUT_OF_MEMORY,
                       "%s: cannot allocate %zu bytes of host staging",
                       coll_fn[c->kind], staged_bytes);
     goto out;
@@ -386,39 +386,39 @@ static qcoll_algo_t resolve_algo(qcoll_comm_t comm, const call_t *c) {
 static qcoll_status_t run_nccl(qcoll_comm_t comm, const call_t *c) {
   switch (c->kind) {
     case QCOLL__COLL_ALL_REDUCE:
-      return qcoll__nccl_all_reduce(comm, c->sendbuf, c->recvbuf, c->count,
+      return qcoll__nccl_all_reduce(&comm->ctx, c->sendbuf, c->recvbuf, c->count,
                                     c->dtype, c->op, c->stream);
     case QCOLL__COLL_REDUCE:
-      return qcoll__nccl_reduce(comm, c->sendbuf, c->recvbuf, c->count,
+      return qcoll__nccl_reduce(&comm->ctx, c->sendbuf, c->recvbuf, c->count,
                                 c->dtype, c->op, c->root, c->stream);
     case QCOLL__COLL_BROADCAST:
-      return qcoll__nccl_broadcast(comm, c->sendbuf, c->recvbuf, c->count,
+      return qcoll__nccl_broadcast(&comm->ctx, c->sendbuf, c->recvbuf, c->count,
                                    c->dtype, c->root, c->stream);
     case QCOLL__COLL_ALL_GATHER:
-      return qcoll__nccl_all_gather(comm, c->sendbuf, c->recvbuf, c->count,
+      return qcoll__nccl_all_gather(&comm->ctx, c->sendbuf, c->recvbuf, c->count,
                                     c->dtype, c->stream);
     case QCOLL__COLL_REDUCE_SCATTER:
-      return qcoll__nccl_reduce_scatter(comm, c->sendbuf, c->recvbuf, c->count,
+      return qcoll__nccl_reduce_scatter(&comm->ctx, c->sendbuf, c->recvbuf, c->count,
                                         c->dtype, c->op, c->stream);
     case QCOLL__COLL_ALL_TO_ALL:
-      return qcoll__nccl_all_to_all(comm, c->sendbuf, c->recvbuf, c->count,
+      return qcoll__nccl_all_to_all(&comm->ctx, c->sendbuf, c->recvbuf, c->count,
                                     c->dtype, c->stream);
     case QCOLL__COLL_SEND:
-      return qcoll__nccl_send(comm, c->sendbuf, c->count, c->dtype, c->root,
+      return qcoll__nccl_send(&comm->ctx, c->sendbuf, c->count, c->dtype, c->root,
                               c->stream);
     case QCOLL__COLL_RECV:
-      return qcoll__nccl_recv(comm, c->recvbuf, c->count, c->dtype, c->root,
+      return qcoll__nccl_recv(&comm->ctx, c->recvbuf, c->count, c->dtype, c->root,
                               c->stream);
     case QCOLL__COLL_BARRIER:
     case QCOLL__COLL_COUNT: break;
   }
-  return qcoll__error(comm, QCOLL_ERR_INTERNAL, "no NCCL path for %s",
+  return qcoll__error(&comm->ctx, QCOLL_ERR_INTERNAL, "no NCCL path for %s",
                       coll_fn[c->kind]);
 }
 
 static bool ipc_usable(qcoll_comm_t comm) {
 #ifdef QCOLL_HAVE_CUDA
-  return comm->cuda && qcoll__cuda_ipc_usable(comm);
+  return comm->ctx.cuda && qcoll__cuda_ipc_usable(comm);
 #else
   return false;
 #endif
@@ -426,7 +426,7 @@ static bool ipc_usable(qcoll_comm_t comm) {
 
 static int ipc_most_ranks_per_gpu(qcoll_comm_t comm) {
 #ifdef QCOLL_HAVE_CUDA
-  return comm->cuda ? qcoll__cuda_ipc_most_ranks_per_gpu(comm) : 0;
+  return comm->ctx.cuda ? qcoll__cuda_ipc_most_ranks_per_gpu(comm) : 0;
 #else
   return 0;
 #endif
@@ -439,7 +439,7 @@ static qcoll__select_in_t selection_input(qcoll_comm_t comm, const call_t *c,
   qcoll__select_in_t in = {
       .coll = c->kind,
       .bytes = c->count * qcoll_dtype_size(c->dtype),
-      .nranks = comm->nranks,
+      .nranks = comm->ctx.nranks,
       .dtype = c->dtype,
       .op = c->op,
       .quant = c->quant,
@@ -451,7 +451,7 @@ static qcoll__select_in_t selection_input(qcoll_comm_t comm, const call_t *c,
   /* send/recv cannot create NCCL's communicator (only one pair calls them):
    * they use it only once a collective has made it. */
   if (is_p2p(c->kind))
-    in.nccl = nccl_ok && qcoll__nccl_comm_state(comm) == QCOLL__NCCL_READY;
+    in.nccl = nccl_ok && qcoll__nccl_comm_state(&comm->ctx) == QCOLL__NCCL_READY;
   return in;
 }
 
@@ -472,7 +472,7 @@ static qcoll__path_t choose_path(qcoll_comm_t comm, const call_t *c,
   qcoll__select_in_t in = selection_input(comm, c, nccl_ok);
   int row = 0;
   qcoll__path_t path = qcoll__select(&in, &row);
-  QLOG_TRACE(comm, COLL, "%s %zu bytes %s/%s: row %d -> %s", coll_fn[c->kind],
+  QLOG_TRACE(&comm->ctx, COLL, "%s %zu bytes %s/%s: row %d -> %s", coll_fn[c->kind],
              in.bytes, qcoll_dtype_name(c->dtype), qcoll_op_name(c->op), row,
              qcoll__path_name(path));
   return path;
@@ -489,7 +489,7 @@ static qcoll_status_t run_ipc(qcoll_comm_t comm, const call_t *c,
   else if (!qcoll__ipc_kernel_supports(c->dtype, c->op))
     why = "the IPC kernels serve f16/bf16/f32 with sum/min/max only";
   if (why)
-    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_UNSUPPORTED,
                         "%s: %s cannot serve %s/%s: %s", coll_fn[c->kind],
                         qcoll__path_name(path), qcoll_dtype_name(c->dtype),
                         qcoll_op_name(c->op), why);
@@ -526,7 +526,7 @@ static qcoll_status_t run_stream_barrier(qcoll_comm_t comm, const call_t *c,
     st = qcoll__cuda_collective(comm, QCOLL__COLL_BARRIER, NULL, NULL, 0,
                                 QCOLL_U8, QCOLL_SUM, 0, c->stream);
   } else if (capturing) {
-    st = qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
+    st = qcoll__error(&comm->ctx, QCOLL_ERR_UNSUPPORTED,
                       "qcoll_barrier: without CUDA IPC a barrier on a stream "
                       "drains the stream on the host and cannot be captured "
                       "into a CUDA graph");
@@ -537,13 +537,13 @@ static qcoll_status_t run_stream_barrier(qcoll_comm_t comm, const call_t *c,
   (void)on_ipc;
 #endif
   if (st != QCOLL_OK || capturing) return st;
-  return qcoll__host_barrier(comm);
+  return qcoll__host_barrier(&comm->ctx);
 }
 
 /* Every collective, dtype and op on the IPC kernels of collectives.cu. */
 static qcoll_status_t run_ipc_coll(qcoll_comm_t comm, const call_t *c) {
   if (!ipc_usable(comm))
-    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_UNSUPPORTED,
                         "%s: ipc cannot serve: CUDA IPC is not usable on this "
                         "communicator (see the init log)",
                         coll_fn[c->kind]);
@@ -571,14 +571,14 @@ static qcoll_status_t run_ipc_coll(qcoll_comm_t comm, const call_t *c) {
  * A forced path that cannot serve is an error, never a silent detour. */
 static qcoll_status_t run_gpu(qcoll_comm_t comm, const call_t *c) {
   qcoll__device_guard_t guard;
-  qcoll_status_t st = qcoll__device_guard_enter(comm, &guard);
+  qcoll_status_t st = qcoll__device_guard_enter(&comm->ctx, &guard);
   if (st != QCOLL_OK) return st;
   bool forced = c->algo != QCOLL_ALGO_AUTO && c->kind != QCOLL__COLL_BARRIER;
-  bool nccl_ok = qcoll__nccl_comm_state(comm) != QCOLL__NCCL_REFUSED;
+  bool nccl_ok = qcoll__nccl_comm_state(&comm->ctx) != QCOLL__NCCL_REFUSED;
   qcoll__path_t path = choose_path(comm, c, nccl_ok);
   if (path == QCOLL__PATH_NCCL && !is_p2p(c->kind)) {
     void *nccl_comm = NULL;
-    st = qcoll__nccl_comm_prepare(comm, c->stream, &nccl_comm);
+    st = qcoll__nccl_comm_prepare(&comm->ctx, c->stream, &nccl_comm);
     if (st == QCOLL_ERR_UNSUPPORTED && !forced)
       path = choose_path(comm, c, false);
     else if (st != QCOLL_OK)
@@ -595,7 +595,7 @@ static qcoll_status_t run_gpu(qcoll_comm_t comm, const call_t *c) {
       break;
   }
 out:
-  qcoll__device_guard_exit(comm, &guard);
+  qcoll__device_guard_exit(&comm->ctx, &guard);
   return st;
 }
 
@@ -605,7 +605,7 @@ static qcoll_status_t take_options(qcoll_comm_t comm, call_t *c) {
   const qcoll_options_t *o = c->opts;
   if (!o) return QCOLL_OK;
   if (o->size != sizeof *o)
-    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s_ex: opts->size is %zu, expected %zu (fill opts "
                         "with qcoll_options_init first)",
                         coll_fn[c->kind], o->size, sizeof *o);
@@ -631,7 +631,7 @@ static qcoll_status_t run_call(qcoll_comm_t comm, call_t *c) {
   bool moves_bytes = c->send_bytes || c->recv_bytes;
   if (c->device < 0 && moves_bytes && c->algo != QCOLL_ALGO_AUTO &&
       c->algo != QCOLL_ALGO_HOST)
-    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_UNSUPPORTED,
                         "%s: algorithm %s needs GPU buffers, these are host "
                         "memory",
                         coll_fn[c->kind], qcoll_algo_name(c->algo));

@@ -3,7 +3,7 @@
 
 #include "../runtime/runtime.h"
 #include "../transport/nccl.h"
-#include "common.h"
+#include "../base/common.h"
 
 qcoll_status_t qcoll_backends_describe(char *buf, size_t len, size_t *needed) {
   const qcoll__runtime_t *rt = qcoll__runtime();

@@ -8,19 +8,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "config.h"
+#include "../base/config.h"
 
 const char *qcoll__path_name(qcoll__path_t path) {
   static const char *names[] = {"host", "oneshot", "twoshot",
                                 "nccl", "staged",  "ipc"};
   return (unsigned)path < QCOLL__PATH_COUNT ? names[path] : "invalid";
-}
-
-const char *qcoll__coll_name(qcoll__coll_t coll) {
-  static const char *names[] = {"all_reduce", "reduce",         "broadcast",
-                                "all_gather", "reduce_scatter", "all_to_all",
-                                "send",       "recv",           "barrier"};
-  return (unsigned)coll < QCOLL__COLL_COUNT ? names[coll] : "invalid";
 }
 
 bool qcoll__ipc_kernel_supports(qcoll_dtype_t dtype, qcoll_op_t op) {

@@ -13,7 +13,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "common.h"
+#include "../base/colls.h"
+#include "../base/common.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -28,19 +29,6 @@ typedef enum qcoll__path {
   QCOLL__PATH_IPC = 5,     /* CUDA IPC kernels of every collective, dtype, op */
   QCOLL__PATH_COUNT = 6
 } qcoll__path_t;
-
-typedef enum qcoll__coll {
-  QCOLL__COLL_ALL_REDUCE,
-  QCOLL__COLL_REDUCE,
-  QCOLL__COLL_BROADCAST,
-  QCOLL__COLL_ALL_GATHER,
-  QCOLL__COLL_REDUCE_SCATTER,
-  QCOLL__COLL_ALL_TO_ALL,
-  QCOLL__COLL_SEND,
-  QCOLL__COLL_RECV,
-  QCOLL__COLL_BARRIER,
-  QCOLL__COLL_COUNT
-} qcoll__coll_t;
 
 typedef struct qcoll__select_in {
   qcoll__coll_t coll;
@@ -57,7 +45,6 @@ typedef struct qcoll__select_in {
 } qcoll__select_in_t;
 
 const char *qcoll__path_name(qcoll__path_t path);
-const char *qcoll__coll_name(qcoll__coll_t coll);
 
 /* Whether the IPC all-reduce kernels handle dtype/op. */
 bool qcoll__ipc_kernel_supports(qcoll_dtype_t dtype, qcoll_op_t op);

@@ -28,7 +28,7 @@
 #include "../bootstrap/bootstrap.h"
 #include "../coll/cuda/collectives.h"
 #include "../coll/cuda/launch.h"
-#include "../core/config.h"
+#include "../base/config.h"
 
 #define REASON_MAX 200
 
@@ -141,7 +141,7 @@ out:
   return err;
 }
 
-static void registry_close(qcoll_comm_t comm, int device, void *ptr) {
+static void registry_close(qcoll__ctx_t *comm, int device, void *ptr) {
   pthread_mutex_lock(&registry_lock);
   for (opened_handle_t **p = &registry; *p; p = &(*p)->next) {
     opened_handle_t *h = *p;
@@ -208,9 +208,9 @@ static void restore_capture_mode(enum cudaStreamCaptureMode mode) {
     (void)cudaGetLastError();
 }
 
-static void mark_unusable(qcoll_comm_t comm, bool warn, const char *fmt, ...)
+static void mark_unusable(qcoll__ctx_t *comm, bool warn, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static void mark_unusable(qcoll_comm_t comm, bool warn, const char *fmt, ...) {
+static void mark_unusable(qcoll__ctx_t *comm, bool warn, const char *fmt, ...) {
   struct qcoll__cuda_comm *cc = comm->cuda;
   cc->usable = false;
   if (!cc->reason[0]) {
@@ -232,7 +232,7 @@ static void mark_unusable(qcoll_comm_t comm, bool warn, const char *fmt, ...) {
 /* Allocate and export this rank's buffer and the host-mapped words.  A
  * failure is recorded in rec (ready = 0, reason) rather than returned: the
  * exchange that follows must still happen. */
-static void setup_local(qcoll_comm_t comm, cudaStream_t s, ipc_record_t *rec) {
+static void setup_local(qcoll__ctx_t *comm, cudaStream_t s, ipc_record_t *rec) {
   struct qcoll__cuda_comm *cc = comm->cuda;
   cudaError_t err;
   const char *what = NULL;
@@ -326,7 +326,7 @@ fail:
 
 /* Map peer p's buffer.  Same process: its address is valid here (peer
  * access enabled when it is another device); else open its IPC handle. */
-static bool map_peer(qcoll_comm_t comm, const ipc_record_t *recs, int p,
+static bool map_peer(qcoll__ctx_t *comm, const ipc_record_t *recs, int p,
                      char *why) {
   struct qcoll__cuda_comm *cc = comm->cuda;
   const ipc_record_t *me = &recs[comm->rank], *peer = &recs[p];
@@ -373,7 +373,7 @@ static bool map_peer(qcoll_comm_t comm, const ipc_record_t *recs, int p,
 
 /* Write a pattern into every mapped peer's slot for this rank and read it
  * back through the mapping.  Failures go to why. */
-static bool probe_peers(qcoll_comm_t comm, const ipc_record_t *recs,
+static bool probe_peers(qcoll__ctx_t *comm, const ipc_record_t *recs,
                         cudaStream_t s, char *why) {
   struct qcoll__cuda_comm *cc = comm->cuda;
   unsigned *scratch = (unsigned *)(cc->buffer + QCOLL_IPC_SCRATCH_OFFSET);
@@ -411,7 +411,7 @@ static bool probe_peers(qcoll_comm_t comm, const ipc_record_t *recs,
 
 /* After every rank has probed: check what each peer wrote into this
  * rank's own buffer. */
-static bool check_arrivals(qcoll_comm_t comm, const ipc_record_t *recs,
+static bool check_arrivals(qcoll__ctx_t *comm, const ipc_record_t *recs,
                            const bool *peer_mapped_by_all, cudaStream_t s,
                            char *why) {
   struct qcoll__cuda_comm *cc = comm->cuda;
@@ -443,7 +443,7 @@ static bool check_arrivals(qcoll_comm_t comm, const ipc_record_t *recs,
   return ok;
 }
 
-static void release_peers(qcoll_comm_t comm) {
+static void release_peers(qcoll__ctx_t *comm) {
   struct qcoll__cuda_comm *cc = comm->cuda;
   for (int p = 0; p < QCOLL_IPC_MAX_RANKS; p++) {
     if (cc->peer_opened[p]) registry_close(comm, cc->device, cc->peers[p]);
@@ -452,7 +452,7 @@ static void release_peers(qcoll_comm_t comm) {
   }
 }
 
-static void free_local(qcoll_comm_t comm) {
+static void free_local(qcoll__ctx_t *comm) {
   struct qcoll__cuda_comm *cc = comm->cuda;
   if (cc->buffer) {
     cudaError_t err = cudaFree(cc->buffer);
@@ -480,7 +480,7 @@ static void free_local(qcoll_comm_t comm) {
  * with two PyTorch processes on one H200 under MPS: the full share hung, a
  * cap of 64 blocks did not).  Computed from the exchanged records, so every
  * rank gets the same answer. */
-static int agreed_max_grid(qcoll_comm_t comm, const ipc_record_t *recs,
+static int agreed_max_grid(qcoll__ctx_t *comm, const ipc_record_t *recs,
                            bool coll, int *ranks_on_my_gpu, int *most_sharing) {
   int limit = QCOLL_IPC_MAX_BLOCKS;
   for (int r = 0; r < comm->nranks; r++) {
@@ -504,7 +504,7 @@ static int agreed_max_grid(qcoll_comm_t comm, const ipc_record_t *recs,
 
 /* ---- public entry points ------------------------------------------------- */
 
-qcoll_status_t qcoll__cuda_comm_init(qcoll_comm_t comm) {
+qcoll_status_t qcoll__cuda_comm_init(qcoll__ctx_t *comm) {
   qcoll_status_t st = QCOLL_OK;
   struct qcoll__cuda_comm *cc = calloc(1, sizeof *cc);
   if (!cc)
@@ -679,7 +679,7 @@ out:
   return st;
 }
 
-void qcoll__cuda_comm_destroy(qcoll_comm_t comm) {
+void qcoll__cuda_comm_destroy(qcoll__ctx_t *comm) {
   struct qcoll__cuda_comm *cc = comm->cuda;
   if (!cc) return;
   enum cudaStreamCaptureMode saved_mode = relax_capture_mode();
@@ -706,15 +706,15 @@ void qcoll__cuda_comm_destroy(qcoll_comm_t comm) {
   comm->cuda = NULL;
 }
 
-bool qcoll__cuda_ipc_usable(qcoll_comm_t comm) {
+bool qcoll__cuda_ipc_usable(qcoll__ctx_t *comm) {
   return comm->cuda && comm->cuda->usable;
 }
 
-int qcoll__cuda_ipc_most_ranks_per_gpu(qcoll_comm_t comm) {
+int qcoll__cuda_ipc_most_ranks_per_gpu(qcoll__ctx_t *comm) {
   return qcoll__cuda_ipc_usable(comm) ? comm->cuda->most_ranks_per_gpu : 0;
 }
 
-void qcoll__cuda_signal_abort(qcoll_comm_t comm) {
+void qcoll__cuda_signal_abort(qcoll__ctx_t *comm) {
   struct qcoll__cuda_comm *cc = comm->cuda;
   if (cc && cc->host_words) cc->host_words[1] = 1;
 }
@@ -729,7 +729,7 @@ static const char *wait_site(int phase, char *buf, size_t len) {
   return buf;
 }
 
-qcoll_status_t qcoll__cuda_poll_async_error(qcoll_comm_t comm) {
+qcoll_status_t qcoll__cuda_poll_async_error(qcoll__ctx_t *comm) {
   struct qcoll__cuda_comm *cc = comm->cuda;
   if (!cc || !cc->host_words) return QCOLL_OK;
   uint64_t w = __atomic_load_n((const unsigned long long *)&cc->host_words[0],
@@ -783,7 +783,7 @@ qcoll_status_t qcoll__cuda_poll_async_error(qcoll_comm_t comm) {
  * values is not the extreme of the inputs), and so is a forced one-shot
  * (quantisation exists in the two-shot kernel only): a forced choice that
  * cannot be served is an error, never a silent detour. */
-static qcoll_status_t quant_all_reduce(qcoll_comm_t comm, const void *sendbuf,
+static qcoll_status_t quant_all_reduce(qcoll__ctx_t *comm, const void *sendbuf,
                                        void *recvbuf, size_t count,
                                        qcoll_dtype_t dtype, qcoll_op_t op,
                                        void *stream, qcoll_algo_t algo,
@@ -847,7 +847,7 @@ static qcoll_status_t quant_all_reduce(qcoll_comm_t comm, const void *sendbuf,
   return QCOLL_OK;
 }
 
-qcoll_status_t qcoll__cuda_all_reduce(qcoll_comm_t comm, const void *sendbuf,
+qcoll_status_t qcoll__cuda_all_reduce(qcoll__ctx_t *comm, const void *sendbuf,
                                       void *recvbuf, size_t count,
                                       qcoll_dtype_t dtype, qcoll_op_t op,
                                       void *stream, qcoll_algo_t algo,
@@ -918,7 +918,7 @@ qcoll_status_t qcoll__cuda_all_reduce(qcoll_comm_t comm, const void *sendbuf,
 /* Why the kernels of collectives.cu cannot serve, or QCOLL_OK.  A kernel
  * that gave up earlier leaves the ranks' flags disagreeing: launching more
  * would only time out again. */
-static qcoll_status_t coll_ready(qcoll_comm_t comm, const char *name) {
+static qcoll_status_t coll_ready(qcoll__ctx_t *comm, const char *name) {
   struct qcoll__cuda_comm *cc = comm->cuda;
   if (!cc || !cc->usable)
     return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
@@ -943,7 +943,7 @@ static bool ipc_coll_kind(qcoll__coll_t coll, qcoll__ipc_coll_t *kind) {
   }
 }
 
-static qcoll_status_t launch_failed(qcoll_comm_t comm, const char *name,
+static qcoll_status_t launch_failed(qcoll__ctx_t *comm, const char *name,
                                     size_t chunk_index, size_t chunks, size_t n,
                                     qcoll_dtype_t dtype, cudaError_t err) {
   (void)cudaGetLastError();
@@ -955,7 +955,7 @@ static qcoll_status_t launch_failed(qcoll_comm_t comm, const char *name,
                       cudaGetErrorString(err));
 }
 
-qcoll_status_t qcoll__cuda_collective(qcoll_comm_t comm, qcoll__coll_t coll,
+qcoll_status_t qcoll__cuda_collective(qcoll__ctx_t *comm, qcoll__coll_t coll,
                                       const void *sendbuf, void *recvbuf,
                                       size_t count, qcoll_dtype_t dtype,
                                       qcoll_op_t op, int root, void *stream) {
@@ -1012,7 +1012,7 @@ qcoll_status_t qcoll__cuda_collective(qcoll_comm_t comm, qcoll__coll_t coll,
   return QCOLL_OK;
 }
 
-static qcoll_status_t p2p(qcoll_comm_t comm, bool send, void *buf, size_t count,
+static qcoll_status_t p2p(qcoll__ctx_t *comm, bool send, void *buf, size_t count,
                           qcoll_dtype_t dtype, int peer, void *stream) {
   struct qcoll__cuda_comm *cc = comm->cuda;
   const char *name = send ? "send" : "recv";
@@ -1038,18 +1038,18 @@ static qcoll_status_t p2p(qcoll_comm_t comm, bool send, void *buf, size_t count,
   return QCOLL_OK;
 }
 
-qcoll_status_t qcoll__cuda_send(qcoll_comm_t comm, const void *sendbuf,
+qcoll_status_t qcoll__cuda_send(qcoll__ctx_t *comm, const void *sendbuf,
                                 size_t count, qcoll_dtype_t dtype, int peer,
                                 void *stream) {
   return p2p(comm, true, (void *)sendbuf, count, dtype, peer, stream);
 }
 
-qcoll_status_t qcoll__cuda_recv(qcoll_comm_t comm, void *recvbuf, size_t count,
+qcoll_status_t qcoll__cuda_recv(qcoll__ctx_t *comm, void *recvbuf, size_t count,
                                 qcoll_dtype_t dtype, int peer, void *stream) {
   return p2p(comm, false, recvbuf, count, dtype, peer, stream);
 }
 
-qcoll_status_t qcoll__cuda_stream_wait(qcoll_comm_t comm, void *stream) {
+qcoll_status_t qcoll__cuda_stream_wait(qcoll__ctx_t *comm, void *stream) {
   cudaError_t err = cudaStreamSynchronize((cudaStream_t)stream);
   if (err == cudaSuccess) return QCOLL_OK;
   (void)cudaGetLastError();

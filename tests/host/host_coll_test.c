@@ -29,7 +29,7 @@
 
 #include "coll/host/host_coll.h"
 #include "core/comm.h"
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "qcoll.h"
 #include "transport/shm.h"
 
@@ -490,7 +490,7 @@ static void run_movement(void) {
 }
 
 static void check_segment_unlinked(void) {
-  const char *name = qcoll__shm_name(T.comm);
+  const char *name = qcoll__shm_name(&T.comm->ctx);
   char path[128];
   snprintf(path, sizeof path, "/dev/shm%s", name);
   CHECK(name[0] == '/' && strncmp(name, "/qcoll", 6) == 0, "segment name '%s'",
@@ -519,7 +519,7 @@ int main(int argc, char **argv) {
   }
   OK(qcoll_comm_rank(T.comm, &T.rank));
   OK(qcoll_comm_size(T.comm, &T.n));
-  const qcoll__shm_layout_t *lay = qcoll__shm_layout(T.comm);
+  const qcoll__shm_layout_t *lay = qcoll__shm_layout(&T.comm->ctx);
   T.slot = lay->slot_bytes;
   T.sub = lay->slot_bytes / (size_t)T.n / 64 * 64;
   T.oneshot = lay->oneshot_bytes;

@@ -118,7 +118,7 @@ static void mode_exit_send(void) {
     finish();
     return;
   }
-  size_t bytes = qcoll__shm_layout(comm)->pair_bytes * 4;
+  size_t bytes = qcoll__shm_layout(&comm->ctx)->pair_bytes * 4;
   char *buf = calloc(1, bytes);
   double t0 = now_s();
   st = qcoll_send(buf, bytes, QCOLL_U8, 1, comm, NULL);
@@ -209,7 +209,7 @@ int main(int argc, char **argv) {
   }
   qcoll_comm_rank(comm, &rank);
   qcoll_comm_size(comm, &n);
-  snprintf(segment, sizeof segment, "/dev/shm%s", qcoll__shm_name(comm));
+  snprintf(segment, sizeof segment, "/dev/shm%s", qcoll__shm_name(&comm->ctx));
   if (n < 2) {
     fprintf(stderr, "host_fail_test needs at least 2 ranks\n");
     return 2;

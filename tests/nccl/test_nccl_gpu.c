@@ -34,8 +34,9 @@ int main(void) {
 
 #include <cuda_runtime_api.h>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "qcoll.h"
+#include "core/comm.h"
 #include "transport/nccl.h"
 
 #define SKIP 77
@@ -190,7 +191,7 @@ static void check_all_reduce(qcoll_dtype_t t, qcoll_op_t op, bool in_place) {
     put(t, send.host, i, value(rank, i, t, op));
   upload(&send);
   dbuf_t *out = in_place ? &send : &recv;
-  QOK(qcoll__nccl_all_reduce(comm, send.dev, out->dev, COUNT, t, op, stream));
+  QOK(qcoll__nccl_all_reduce(&comm->ctx, send.dev, out->dev, COUNT, t, op, stream));
   check_current_device("qcoll__nccl_all_reduce");
   download(out);
   double tol = tolerance(t, op);
@@ -222,7 +223,7 @@ static void check_rooted(void) {
     ((int32_t *)send.host)[i] = (int32_t)value(rank, i, QCOLL_I32, QCOLL_SUM);
   upload(&send);
   /* reduce: only root's recvbuf, which may be NULL elsewhere */
-  QOK(qcoll__nccl_reduce(comm, send.dev, rank == root ? recv.dev : NULL, COUNT,
+  QOK(qcoll__nccl_reduce(&comm->ctx, send.dev, rank == root ? recv.dev : NULL, COUNT,
                          QCOLL_I32, QCOLL_SUM, root, stream));
   check_current_device("qcoll__nccl_reduce");
   download(&recv);
@@ -234,7 +235,7 @@ static void check_rooted(void) {
   /* broadcast from root, sendbuf NULL elsewhere */
   for (size_t i = 0; i < COUNT; i++) ((int32_t *)send.host)[i] = code(rank, i);
   upload(&send);
-  QOK(qcoll__nccl_broadcast(comm, rank == root ? send.dev : NULL, recv.dev,
+  QOK(qcoll__nccl_broadcast(&comm->ctx, rank == root ? send.dev : NULL, recv.dev,
                             COUNT, QCOLL_I32, root, stream));
   check_current_device("qcoll__nccl_broadcast");
   download(&recv);
@@ -259,7 +260,7 @@ static void check_gather_scatter(bool in_place) {
   upload(&big);
   const void *send =
       in_place ? (const char *)big.dev + (size_t)rank * COUNT * 4 : small.dev;
-  QOK(qcoll__nccl_all_gather(comm, send, big.dev, COUNT, QCOLL_I32, stream));
+  QOK(qcoll__nccl_all_gather(&comm->ctx, send, big.dev, COUNT, QCOLL_I32, stream));
   check_current_device("qcoll__nccl_all_gather");
   download(&big);
   for (size_t r = 0; r < n; r++)
@@ -272,7 +273,7 @@ static void check_gather_scatter(bool in_place) {
   upload(&big);
   void *recv =
       in_place ? (char *)big.dev + (size_t)rank * COUNT * 4 : small.dev;
-  QOK(qcoll__nccl_reduce_scatter(comm, big.dev, recv, COUNT, QCOLL_I32,
+  QOK(qcoll__nccl_reduce_scatter(&comm->ctx, big.dev, recv, COUNT, QCOLL_I32,
                                  QCOLL_SUM, stream));
   check_current_device("qcoll__nccl_reduce_scatter");
   CUDA(cudaStreamSynchronize(stream));
@@ -294,7 +295,7 @@ static void check_all_to_all(void) {
     for (size_t i = 0; i < COUNT; i++)
       ((int32_t *)send.host)[q * COUNT + i] = code(rank, q * COUNT + i);
   upload(&send);
-  QOK(qcoll__nccl_all_to_all(comm, send.dev, recv.dev, COUNT, QCOLL_I32,
+  QOK(qcoll__nccl_all_to_all(&comm->ctx, send.dev, recv.dev, COUNT, QCOLL_I32,
                              stream));
   check_current_device("qcoll__nccl_all_to_all");
   download(&recv);
@@ -317,11 +318,11 @@ static void check_send_recv(void) {
     ((double *)b.host)[i] = code(rank, i) + 0.5;
   upload(&b);
   if (rank == 0) {
-    QOK(qcoll__nccl_send(comm, b.dev, COUNT, QCOLL_F64, peer, stream));
-    QOK(qcoll__nccl_recv(comm, b.dev, COUNT, QCOLL_F64, peer, stream));
+    QOK(qcoll__nccl_send(&comm->ctx, b.dev, COUNT, QCOLL_F64, peer, stream));
+    QOK(qcoll__nccl_recv(&comm->ctx, b.dev, COUNT, QCOLL_F64, peer, stream));
   } else {
-    QOK(qcoll__nccl_recv(comm, b.dev, COUNT, QCOLL_F64, peer, stream));
-    QOK(qcoll__nccl_send(comm, b.dev, COUNT, QCOLL_F64, peer, stream));
+    QOK(qcoll__nccl_recv(&comm->ctx, b.dev, COUNT, QCOLL_F64, peer, stream));
+    QOK(qcoll__nccl_send(&comm->ctx, b.dev, COUNT, QCOLL_F64, peer, stream));
   }
   check_current_device("qcoll__nccl_send/recv");
   download(&b);
@@ -339,7 +340,7 @@ static void check_graph_replay(void) {
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
-  QOK(qcoll__nccl_all_reduce(comm, b.dev, b.dev, COUNT, QCOLL_F32, QCOLL_SUM,
+  QOK(qcoll__nccl_all_reduce(&comm->ctx, b.dev, b.dev, COUNT, QCOLL_F32, QCOLL_SUM,
                              stream));
   CUDA(cudaStreamEndCapture(stream, &graph));
   CUDA(cudaGraphInstantiate(&exec, graph, 0));
@@ -408,8 +409,8 @@ static void check_same_everywhere(const char *text) {
 }
 
 static int finish(int code) {
-  qcoll__nccl_comm_destroy(comm);
-  CHECK(qcoll__nccl_comm_state(comm) == QCOLL__NCCL_UNTRIED, "after destroy");
+  qcoll__nccl_comm_destroy(&comm->ctx);
+  CHECK(qcoll__nccl_comm_state(&comm->ctx) == QCOLL__NCCL_UNTRIED, "after destroy");
   CHECK(qcoll_comm_destroy(comm) == QCOLL_OK, "%s", qcoll_last_error());
   return code;
 }
@@ -417,7 +418,7 @@ static int finish(int code) {
 /* Create the NCCL communicator; 77 when NCCL is not installed. */
 static int get_nccl_or_skip(void) {
   void *nccl = NULL;
-  qcoll_status_t st = qcoll__nccl_comm_get(comm, &nccl);
+  qcoll_status_t st = qcoll__nccl_comm_get(&comm->ctx, &nccl);
   char why[2048];
   if (st == QCOLL_ERR_UNSUPPORTED && !qcoll__nccl_available(why, sizeof why)) {
     printf("skipped: %s\n", why);
@@ -425,7 +426,7 @@ static int get_nccl_or_skip(void) {
   }
   CHECK(st == QCOLL_OK, "%s", qcoll_comm_last_error(comm));
   CHECK(nccl != NULL, "no NCCL communicator");
-  CHECK(qcoll__nccl_comm_state(comm) == QCOLL__NCCL_READY, "state");
+  CHECK(qcoll__nccl_comm_state(&comm->ctx) == QCOLL__NCCL_READY, "state");
   printf("rank %d: NCCL %d from %s on device %d\n", rank, qcoll__nccl_version(),
          qcoll__nccl_library_path(), device);
   return 0;
@@ -441,14 +442,14 @@ static void check_first_call_not_captured(void) {
   dbuf_t b = dbuf_alloc(COUNT * 4);
   cudaGraph_t graph;
   CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-  qcoll_status_t st = qcoll__nccl_all_reduce(comm, b.dev, b.dev, COUNT,
+  qcoll_status_t st = qcoll__nccl_all_reduce(&comm->ctx, b.dev, b.dev, COUNT,
                                              QCOLL_F32, QCOLL_SUM, s);
   CUDA(cudaStreamEndCapture(s, &graph));
   CHECK(st == QCOLL_ERR_UNSUPPORTED, "status %d", (int)st);
   CHECK(strstr(qcoll_comm_last_error(comm), "captured") != NULL, "%s",
         qcoll_comm_last_error(comm));
-  CHECK(qcoll__nccl_comm_state(comm) == QCOLL__NCCL_UNTRIED, "state %d",
-        (int)qcoll__nccl_comm_state(comm));
+  CHECK(qcoll__nccl_comm_state(&comm->ctx) == QCOLL__NCCL_UNTRIED, "state %d",
+        (int)qcoll__nccl_comm_state(&comm->ctx));
   CUDA(cudaGraphDestroy(graph));
   CUDA(cudaStreamDestroy(s));
   dbuf_free(&b);
@@ -472,7 +473,7 @@ static void run_collectives(void) {
   check_all_to_all();
   check_send_recv();
   check_graph_replay();
-  QOK(qcoll__nccl_poll_async_error(comm));
+  QOK(qcoll__nccl_poll_async_error(&comm->ctx));
   CUDA(cudaStreamSynchronize(stream));
   CUDA(cudaStreamDestroy(stream));
   if (foreign >= 0) CUDA(cudaSetDevice(device));
@@ -508,7 +509,7 @@ static int run_multi(void) {
    * communicator, on both peers alike. */
   int x = 0;
   if (nranks >= 2 && rank <= 1)
-    CHECK(qcoll__nccl_send(comm, &x, 1, QCOLL_I32, 1 - rank, NULL) ==
+    CHECK(qcoll__nccl_send(&comm->ctx, &x, 1, QCOLL_I32, 1 - rank, NULL) ==
               QCOLL_ERR_UNSUPPORTED,
           "p2p before the first collective");
   int skip = get_nccl_or_skip();
@@ -529,16 +530,16 @@ static int run_shared(bool let_nccl_decide) {
   if (!qcoll__nccl_available(why, sizeof why)) {
     /* Still collective: every rank must take part in the refusal. */
     void *nccl;
-    CHECK(qcoll__nccl_comm_get(comm, &nccl) == QCOLL_ERR_UNSUPPORTED, "refuse");
+    CHECK(qcoll__nccl_comm_get(&comm->ctx, &nccl) == QCOLL_ERR_UNSUPPORTED, "refuse");
     printf("skipped: %s\n", why);
     return finish(SKIP);
   }
   void *nccl = NULL;
   double t0 = qcoll__now();
-  qcoll_status_t st = qcoll__nccl_comm_get(comm, &nccl);
+  qcoll_status_t st = qcoll__nccl_comm_get(&comm->ctx, &nccl);
   double took = qcoll__now() - t0;
   const char *verdict =
-      st == QCOLL_OK ? "accepted" : qcoll__nccl_comm_refusal(comm);
+      st == QCOLL_OK ? "accepted" : qcoll__nccl_comm_refusal(&comm->ctx);
   printf("rank %d: NCCL with %d ranks on one GPU: %s (%.2f s)\n", rank, nranks,
          verdict, took);
   check_same_everywhere(verdict);

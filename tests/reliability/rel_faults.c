@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "rel_util.h"
+#include "core/comm.h"
 #include "transport/shm.h"
 
 #define BIG_COUNT (1u << 18) /* 1 MiB of f32 */
@@ -321,9 +322,9 @@ int main(int argc, char **argv) {
     return 2;
   }
   comm = rel_init(0);
-  snprintf(segment, sizeof segment, "/dev/shm%s", qcoll__shm_name(comm));
+  snprintf(segment, sizeof segment, "/dev/shm%s", qcoll__shm_name(&comm->ctx));
   /* Every rank, so the name is known whichever rank is killed. */
-  printf("segment %s\n", qcoll__shm_name(comm));
+  printf("segment %s\n", qcoll__shm_name(&comm->ctx));
   fflush(stdout);
   if (rel_size < 2) {
     fprintf(stderr, "rel_faults needs at least 2 ranks\n");

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "core/config.h"
+#include "base/config.h"
 #include "qcoll.h"
 
 static void byte_sizes_parse_with_suffixes(void **state) {
