@@ -5,7 +5,8 @@
  * communicator, so they depend only on src/base and on each other.
  *
  * The context holds the identity of this rank (rank, world, device, its
- * host and the ranks sharing it), the deadline of every wait, the state
+ * host and the ranks sharing it), the deadline of every wait, the typed
+ * configuration read at init, the state
  * (live, broken, aborted, destroyed) that waits poll and failures set, the
  * last error under its lock, and the connection objects of the lower
  * layers, each opaque to the others.
@@ -18,6 +19,7 @@
 #include <stdbool.h>
 
 #include "common.h"
+#include "config.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -49,6 +51,7 @@ typedef struct qcoll__ctx {
   char host_id[QCOLL_HOST_ID_MAX];
   int device; /* CUDA device or QCOLL_DEVICE_NONE */
   double timeout_s;
+  qcoll__config_t config; /* the QCOLL_* variables, read once at init */
   _Atomic int state; /* qcoll__comm_state_t; abort() sets it from any thread */
 
   struct qcoll__bootstrap *bootstrap;

@@ -17,10 +17,21 @@ static unsigned log_subsys = QCOLL_SUBSYS_ALL;
 static char log_host[64] = "?";
 static pthread_once_t log_once = PTHREAD_ONCE_INIT;
 
+/* A bad value, under config.h's policy.  Logging is not set up yet while
+ * its own variables are read, so this writes to stderr itself. */
+static void warn_bad_value(const char *name, const char *value,
+                           const char *expected, const char *used) {
+  fprintf(stderr, "qcoll WARN INIT %s=%s is not %s; using %s\n", name, value,
+          expected, used);
+}
+
 static qcoll__log_level_t parse_level(const char *s) {
   if (!strcasecmp(s, "NONE")) return QCOLL_LOG_NONE;
   if (!strcasecmp(s, "INFO")) return QCOLL_LOG_INFO;
   if (!strcasecmp(s, "TRACE")) return QCOLL_LOG_TRACE;
+  if (strcasecmp(s, "WARN") != 0)
+    warn_bad_value("QCOLL_DEBUG", s, "one of NONE, WARN, INFO, TRACE",
+                   "the default WARN");
   return QCOLL_LOG_WARN;
 }
 
@@ -35,10 +46,19 @@ static unsigned parse_subsys(const char *s) {
   unsigned mask = 0;
   char buf[256];
   snprintf(buf, sizeof buf, "%s", s);
+  bool bad = false;
   for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
-       tok = strtok_r(NULL, ",", &save))
+       tok = strtok_r(NULL, ",", &save)) {
+    unsigned bit = 0;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-      if (!strcasecmp(tok, names[i].name)) mask |= names[i].bit;
+      if (!strcasecmp(tok, names[i].name)) bit = names[i].bit;
+    bad |= bit == 0;
+    mask |= bit;
+  }
+  if (bad || !mask)
+    warn_bad_value("QCOLL_DEBUG_SUBSYS", s,
+                   "a list of INIT, BOOT, SHM, COLL, CUDA, NCCL or ALL",
+                   mask ? "only its known names" : "the default ALL");
   return mask ? mask : QCOLL_SUBSYS_ALL;
 }
 

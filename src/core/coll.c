@@ -418,7 +418,7 @@ static qcoll_status_t run_nccl(qcoll_comm_t comm, const call_t *c) {
 
 static bool ipc_usable(qcoll_comm_t comm) {
 #ifdef QCOLL_HAVE_CUDA
-  return comm->ctx.cuda && qcoll__cuda_ipc_usable(comm);
+  return comm->ctx.cuda && qcoll__cuda_ipc_usable(&comm->ctx);
 #else
   return false;
 #endif
@@ -426,7 +426,7 @@ static bool ipc_usable(qcoll_comm_t comm) {
 
 static int ipc_most_ranks_per_gpu(qcoll_comm_t comm) {
 #ifdef QCOLL_HAVE_CUDA
-  return comm->ctx.cuda ? qcoll__cuda_ipc_most_ranks_per_gpu(comm) : 0;
+  return comm->ctx.cuda ? qcoll__cuda_ipc_most_ranks_per_gpu(&comm->ctx) : 0;
 #else
   return 0;
 #endif
@@ -447,6 +447,7 @@ static qcoll__select_in_t selection_input(qcoll_comm_t comm, const call_t *c,
       .ipc = ipc_usable(comm),
       .ranks_per_gpu = ipc_most_ranks_per_gpu(comm),
       .nccl = nccl_ok,
+      .config = &comm->ctx.config,
   };
   /* send/recv cannot create NCCL's communicator (only one pair calls them):
    * they use it only once a collective has made it. */
@@ -499,11 +500,11 @@ static qcoll_status_t run_ipc(qcoll_comm_t comm, const call_t *c,
    * call (a per-call request for min/max is refused with a reason). */
   qcoll_quant_t quant = c->quant;
   if (c->count * qcoll_dtype_size(c->dtype) <
-          qcoll__env_bytes("QCOLL_QUANT_MIN_BYTES") ||
+          comm->ctx.config.quant_min_bytes ||
       (c->op != QCOLL_SUM && !c->quant_per_call))
     quant = QCOLL_QUANT_NONE;
   return qcoll__cuda_all_reduce(
-      comm, c->sendbuf, c->recvbuf, c->count, c->dtype, c->op, c->stream,
+      &comm->ctx, c->sendbuf, c->recvbuf, c->count, c->dtype, c->op, c->stream,
       path == QCOLL__PATH_ONESHOT ? QCOLL_ALGO_ONESHOT : QCOLL_ALGO_TWOSHOT,
       quant);
 #else
@@ -523,7 +524,7 @@ static qcoll_status_t run_stream_barrier(qcoll_comm_t comm, const call_t *c,
   if (st != QCOLL_OK) return st;
 #ifdef QCOLL_HAVE_CUDA
   if (on_ipc) {
-    st = qcoll__cuda_collective(comm, QCOLL__COLL_BARRIER, NULL, NULL, 0,
+    st = qcoll__cuda_collective(&comm->ctx, QCOLL__COLL_BARRIER, NULL, NULL, 0,
                                 QCOLL_U8, QCOLL_SUM, 0, c->stream);
   } else if (capturing) {
     st = qcoll__error(&comm->ctx, QCOLL_ERR_UNSUPPORTED,
@@ -531,7 +532,7 @@ static qcoll_status_t run_stream_barrier(qcoll_comm_t comm, const call_t *c,
                       "drains the stream on the host and cannot be captured "
                       "into a CUDA graph");
   } else {
-    st = qcoll__cuda_stream_wait(comm, c->stream);
+    st = qcoll__cuda_stream_wait(&comm->ctx, c->stream);
   }
 #else
   (void)on_ipc;
@@ -550,14 +551,14 @@ static qcoll_status_t run_ipc_coll(qcoll_comm_t comm, const call_t *c) {
 #ifdef QCOLL_HAVE_CUDA
   switch (c->kind) {
     case QCOLL__COLL_SEND:
-      return qcoll__cuda_send(comm, c->sendbuf, c->count, c->dtype, c->root,
+      return qcoll__cuda_send(&comm->ctx, c->sendbuf, c->count, c->dtype, c->root,
                               c->stream);
     case QCOLL__COLL_RECV:
-      return qcoll__cuda_recv(comm, c->recvbuf, c->count, c->dtype, c->root,
+      return qcoll__cuda_recv(&comm->ctx, c->recvbuf, c->count, c->dtype, c->root,
                               c->stream);
     case QCOLL__COLL_BARRIER: return run_stream_barrier(comm, c, true);
     default:
-      return qcoll__cuda_collective(comm, c->kind, c->sendbuf, c->recvbuf,
+      return qcoll__cuda_collective(&comm->ctx, c->kind, c->sendbuf, c->recvbuf,
                                     c->count, c->dtype, c->op, c->root,
                                     c->stream);
   }

@@ -25,10 +25,12 @@ qcoll_status_t qcoll_get_unique_id(qcoll_unique_id_t *id) {
   if (!id)
     return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
                         "qcoll_get_unique_id: id is NULL");
+  qcoll__config_t env;
+  qcoll__config_read(&env);
   const char *addr = qcoll__env_str("QCOLL_ROOT_ADDR");
-  int port = (int)qcoll__env_int("QCOLL_ROOT_PORT");
-  return qcoll__bootstrap_root_start(addr && *addr ? addr : NULL, port, NULL,
-                                     qcoll__env_double("QCOLL_TIMEOUT"), id);
+  return qcoll__bootstrap_root_start(addr && *addr ? addr : NULL,
+                                     (int)env.root_port, NULL, env.timeout_s,
+                                     id);
 }
 
 qcoll_status_t qcoll_unique_id_to_hex(const qcoll_unique_id_t *id, char *out) {
@@ -247,10 +249,10 @@ static qcoll_status_t init_gpu(qcoll_comm_t comm) {
 #ifdef QCOLL_HAVE_CUDA
   if (comm->ctx.device < 0) return QCOLL_OK;
   qcoll__device_guard_t guard;
-  qcoll_status_t st = qcoll__device_guard_enter(comm, &guard);
+  qcoll_status_t st = qcoll__device_guard_enter(&comm->ctx, &guard);
   if (st != QCOLL_OK) return st;
-  st = qcoll__cuda_comm_init(comm);
-  qcoll__device_guard_exit(comm, &guard);
+  st = qcoll__cuda_comm_init(&comm->ctx);
+  qcoll__device_guard_exit(&comm->ctx, &guard);
   return st;
 #else
   return QCOLL_OK;
@@ -263,7 +265,7 @@ static void free_gpu_state(qcoll_comm_t comm) {
   if (qcoll__device_guard_enter(&comm->ctx, &guard) != QCOLL_OK) return;
   qcoll__nccl_comm_destroy(&comm->ctx);
 #ifdef QCOLL_HAVE_CUDA
-  if (comm->ctx.cuda) qcoll__cuda_comm_destroy(comm);
+  if (comm->ctx.cuda) qcoll__cuda_comm_destroy(&comm->ctx);
 #endif
   qcoll__device_guard_exit(&comm->ctx, &guard);
 }
@@ -318,10 +320,10 @@ qcoll_status_t qcoll_comm_init_rank(qcoll_comm_t *out, int nranks,
   comm->magic = QCOLL_COMM_MAGIC;
   comm->ctx.rank = rank;
   comm->ctx.nranks = nranks;
+  qcoll__config_read(&comm->ctx.config);
   comm->ctx.timeout_s = config.timeout_s > 0 ? config.timeout_s
-                                         : qcoll__env_double("QCOLL_TIMEOUT");
-  if (!(comm->ctx.timeout_s > 0)) comm->ctx.timeout_s = 300;
-  comm->check_calls = qcoll__env_bool("QCOLL_CHECK");
+                                             : comm->ctx.config.timeout_s;
+  comm->check_calls = comm->ctx.config.check;
   comm->env_algo =
       (qcoll_algo_t)env_choice("QCOLL_ALGO", QCOLL_ALGO_AUTO, QCOLL_ALGO_COUNT,
                                algo_name, QCOLL_ALGO_AUTO);
@@ -451,7 +453,8 @@ static void job_secret(const launch_env_t *e, uint8_t secret[32]) {
   derive_secret(material, secret);
 }
 
-static qcoll_status_t job_root(const launch_env_t *e, const char **addr,
+static qcoll_status_t job_root(const launch_env_t *e,
+                               const qcoll__config_t *env, const char **addr,
                                int *port) {
   *addr = getenv_or("QCOLL_ROOT_ADDR", getenv_or("MASTER_ADDR", NULL));
   if (!*addr) {
@@ -464,8 +467,8 @@ static qcoll_status_t job_root(const launch_env_t *e, const char **addr,
     *addr = "127.0.0.1";
   }
   int p = 0;
-  if (env_int("QCOLL_ROOT_PORT", &p) && p > 0) {
-    *port = p;
+  if (env->root_port > 0) {
+    *port = (int)env->root_port;
   } else if (env_int("MASTER_PORT", &p) && p > 0) {
     /* MASTER_PORT itself is usually taken by the launcher's own store. */
     *port = p + 1;
@@ -511,12 +514,13 @@ qcoll_status_t qcoll_comm_init_env(qcoll_comm_t *comm,
   const char *addr = NULL;
   int port = 0;
   uint8_t secret[32];
-  st = job_root(&e, &addr, &port);
+  qcoll__config_t env;
+  qcoll__config_read(&env);
+  st = job_root(&e, &env, &addr, &port);
   if (st != QCOLL_OK) return st;
   job_secret(&e, secret);
-  double timeout = config && config->timeout_s > 0
-                       ? config->timeout_s
-                       : qcoll__env_double("QCOLL_TIMEOUT");
+  double timeout = config && config->timeout_s > 0 ? config->timeout_s
+                                                   : env.timeout_s;
   if (e.rank == 0)
     st = qcoll__bootstrap_root_start(addr, port, secret, timeout, &id);
   else
@@ -551,7 +555,7 @@ qcoll_status_t qcoll_comm_abort(qcoll_comm_t comm) {
   QLOG_WARN(&comm->ctx, INIT, "communicator aborted");
 #ifdef QCOLL_HAVE_CUDA
   /* A store to host-mapped memory: kernels waiting on peers stop. */
-  if (comm->ctx.cuda) qcoll__cuda_signal_abort(comm);
+  if (comm->ctx.cuda) qcoll__cuda_signal_abort(&comm->ctx);
 #endif
   if (comm->ctx.shm) qcoll__shm_signal_abort(&comm->ctx);
   if (comm->ctx.bootstrap) qcoll__bootstrap_abort(comm->ctx.bootstrap);
@@ -584,7 +588,7 @@ qcoll_status_t qcoll_comm_get_async_error(qcoll_comm_t comm,
                         "qcoll_comm_get_async_error: status is NULL");
 #ifdef QCOLL_HAVE_CUDA
   if (comm->ctx.cuda && comm->ctx.async_error == QCOLL_OK)
-    comm->ctx.async_error = qcoll__cuda_poll_async_error(comm);
+    comm->ctx.async_error = qcoll__cuda_poll_async_error(&comm->ctx);
 #endif
   if (comm->ctx.nccl && comm->ctx.async_error == QCOLL_OK)
     comm->ctx.async_error = qcoll__nccl_poll_async_error(&comm->ctx);

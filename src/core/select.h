@@ -15,6 +15,7 @@
 
 #include "../base/colls.h"
 #include "../base/common.h"
+#include "../base/config.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -42,6 +43,7 @@ typedef struct qcoll__select_in {
   int ranks_per_gpu;   /* ipc: the most ranks any one GPU holds (1: none is
                           shared); 0 without ipc */
   bool nccl;           /* NCCL is not known to refuse this comm */
+  const qcoll__config_t *config; /* the thresholds (read at init) */
 } qcoll__select_in_t;
 
 const char *qcoll__path_name(qcoll__path_t path);

@@ -261,11 +261,11 @@ static void setup_local(qcoll__ctx_t *comm, cudaStream_t s, ipc_record_t *rec) {
     goto fail;
   }
   rec->coll_resident_blocks = resident;
-  long long cap = qcoll__env_int("QCOLL_MAX_BLOCKS");
+  long long cap = comm->config.max_blocks;
   rec->max_blocks =
       cap <= 0 ? 0 : (int32_t)QCOLL_MIN(cap, QCOLL_IPC_MAX_BLOCKS);
 
-  cc->buffer_bytes = qcoll__env_bytes("QCOLL_IPC_BYTES");
+  cc->buffer_bytes = comm->config.ipc_bytes;
   rec->buffer_bytes = cc->buffer_bytes;
   if (qcoll__ipc_region_bytes(cc->buffer_bytes) == 0) {
     set_reason(rec->reason,
@@ -276,7 +276,7 @@ static void setup_local(qcoll__ctx_t *comm, cudaStream_t s, ipc_record_t *rec) {
   /* The send/recv inboxes follow the data regions, so the regions (and the
    * all-reduce chunks) are what QCOLL_IPC_BYTES alone makes them. */
   cc->p2p.pair_bytes =
-      qcoll__ipc_p2p_pair_bytes(qcoll__env_bytes("QCOLL_IPC_P2P_BYTES"));
+      qcoll__ipc_p2p_pair_bytes(comm->config.ipc_p2p_bytes);
   cc->p2p.offset = qcoll__ipc_p2p_offset(cc->buffer_bytes);
   rec->p2p_pair_bytes = cc->p2p.pair_bytes;
   if ((err = cudaMalloc((void **)&cc->buffer,
@@ -651,7 +651,7 @@ qcoll_status_t qcoll__cuda_comm_init(qcoll__ctx_t *comm) {
   v->rank = comm->rank;
   v->nranks = comm->nranks;
   v->max_grid = max_grid;
-  cc->oneshot_max_bytes = qcoll__env_bytes("QCOLL_ONESHOT_MAX_BYTES");
+  cc->oneshot_max_bytes = comm->config.oneshot_max_bytes;
   cc->coll_view = *v;
   cc->coll_view.max_grid = coll_max_grid;
   cc->usable = true;

@@ -812,7 +812,7 @@ static bool split_local(qcoll__ctx_t *comm, struct qcoll__nccl_comm *s,
 
 static qcoll_status_t use_blocking_child(qcoll__ctx_t *comm,
                                          struct qcoll__nccl_comm *s) {
-  if (!qcoll__env_bool("QCOLL_NCCL_BLOCKING")) return QCOLL_OK;
+  if (!comm->config.nccl_blocking) return QCOLL_OK;
   if (!api.comm_split) {
     QLOG_INFO(comm, NCCL,
               "this NCCL has no ncclCommSplit: its calls stay non-blocking");

@@ -641,9 +641,9 @@ typedef struct plan {
   size_t pair_stride, ranks_offset, stage_offset, pairs_offset, total;
 } plan_t;
 
-static bool plan_layout(int n, plan_t *p) {
+static bool plan_layout(const qcoll__config_t *config, int n, plan_t *p) {
   size_t nn = (size_t)n;
-  size_t budget = qcoll__env_bytes("QCOLL_SHM_BYTES");
+  size_t budget = config->shm_bytes;
   size_t slot = align_down(budget / 4 * 3 / (2 * nn), PAGE);
   /* Every rank gets at least one 64-byte sub-slot per peer (all-to-all and
    * reduce-scatter split a slot that way). */
@@ -652,11 +652,11 @@ static bool plan_layout(int n, plan_t *p) {
   slot = QCOLL_MAX(slot, slot_min);
   p->layout.slot_bytes = slot;
   p->layout.oneshot_bytes =
-      QCOLL_MIN(qcoll__env_bytes("QCOLL_SHM_ONESHOT_BYTES"), slot);
+      QCOLL_MIN(config->shm_oneshot_bytes, slot);
   size_t per_pair = budget / 4 / (nn * nn);
   size_t pair =
       per_pair > PAIR_HEADER ? align_down(per_pair - PAIR_HEADER, 128) : 0;
-  pair = QCOLL_MIN(pair, align_down(qcoll__env_bytes("QCOLL_P2P_BYTES"), 128));
+  pair = QCOLL_MIN(pair, align_down(config->p2p_bytes, 128));
   p->layout.pair_bytes = QCOLL_MAX(pair, (size_t)PAIR_MIN_BYTES);
   p->pair_stride = PAIR_HEADER + p->layout.pair_bytes;
 
@@ -701,7 +701,7 @@ static qcoll_status_t map_fd(qcoll__ctx_t *comm, qcoll__shm_t *shm, int fd,
 static qcoll_status_t create_segment(qcoll__ctx_t *comm, qcoll__shm_t *shm,
                                      char *path, size_t path_len) {
   plan_t plan;
-  if (!plan_layout(comm->local_size, &plan))
+  if (!plan_layout(&comm->config, comm->local_size, &plan))
     return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
                         "host shared memory for %d local ranks overflows",
                         comm->local_size);
@@ -796,9 +796,8 @@ static poll_mode_t poll_mode(int local_size) {
   return local_size <= YIELD_RANKS_PER_CPU * cpus ? POLL_YIELD : POLL_NONE;
 }
 
-static double spin_seconds(int local_size) {
-  (void)local_size;
-  long long us = qcoll__env_int("QCOLL_SPIN_US");
+static double spin_seconds(const qcoll__config_t *config) {
+  long long us = config->spin_us;
   return us > 0 ? (double)us * 1e-6 : 0;
 }
 
@@ -816,7 +815,7 @@ static qcoll_status_t attach(qcoll__ctx_t *comm, qcoll__shm_t *shm) {
   shm->me = comm->local_rank;
   shm->n = comm->local_size;
   shm->my_pidns = pid_namespace();
-  shm->spin_s = spin_seconds(shm->n);
+  shm->spin_s = spin_seconds(&comm->config);
   shm->poll = poll_mode(shm->n);
   shm->send_seq = calloc((size_t)shm->n, sizeof *shm->send_seq);
   shm->recv_seq = calloc((size_t)shm->n, sizeof *shm->recv_seq);
