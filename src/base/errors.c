@@ -7,28 +7,23 @@
 #include <string.h>
 
 #include "context.h"
+#include "status.h"
 
 static _Thread_local char thread_last_error[QCOLL_ERRMSG_MAX];
 
+/* A status of the public enum without a row in the list is an error. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic error "-Wswitch"
 const char *qcoll_status_string(qcoll_status_t status) {
   switch (status) {
-    case QCOLL_OK: return "success";
-    case QCOLL_ERR_INVALID_ARGUMENT: return "invalid argument";
-    case QCOLL_ERR_INVALID_USAGE: return "invalid usage";
-    case QCOLL_ERR_SYSTEM: return "system error";
-    case QCOLL_ERR_TIMEOUT: return "timeout";
-    case QCOLL_ERR_PEER_FAILURE: return "peer failure";
-    case QCOLL_ERR_ABORTED: return "aborted";
-    case QCOLL_ERR_UNSUPPORTED: return "unsupported";
-    case QCOLL_ERR_CUDA: return "CUDA error";
-    case QCOLL_ERR_NCCL: return "NCCL error";
-    case QCOLL_ERR_OUT_OF_MEMORY: return "out of memory";
-    case QCOLL_ERR_MISMATCH: return "mismatch between ranks";
-    case QCOLL_ERR_BOOTSTRAP: return "bootstrap error";
-    case QCOLL_ERR_INTERNAL: return "internal error";
+#define STATUS_CASE(status, description) \
+  case status: return description;
+    QCOLL__STATUSES(STATUS_CASE)
+#undef STATUS_CASE
   }
   return "unknown status";
 }
+#pragma GCC diagnostic pop
 
 const char *qcoll_last_error(void) {
   return thread_last_error;

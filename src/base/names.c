@@ -41,13 +41,34 @@ const char *qcoll_quant_name(qcoll_quant_t quant) {
   return (unsigned)quant < QCOLL_QUANT_COUNT ? names[quant] : "invalid";
 }
 
+static const struct coll_row {
+  const char *name, *fn;
+  bool reduces, rooted, p2p;
+} coll_rows[] = {
+#define QCOLL__COLL_ROW_(id, name, reduces, rooted, p2p, ipc) \
+  {name, "qcoll_" name, reduces, rooted, p2p},
+    QCOLL__COLLS(QCOLL__COLL_ROW_)
+#undef QCOLL__COLL_ROW_
+};
+
+static const struct coll_row *coll_row(qcoll__coll_t coll) {
+  return (unsigned)coll < QCOLL__COLL_COUNT ? &coll_rows[coll] : NULL;
+}
+
 const char *qcoll__coll_name(qcoll__coll_t coll) {
-  static const char *names[] = {
-#define QCOLL__COLL_NAME_(id, name) name,
-      QCOLL__COLLS(QCOLL__COLL_NAME_)
-#undef QCOLL__COLL_NAME_
-  };
-  return (unsigned)coll < QCOLL__COLL_COUNT ? names[coll] : "invalid";
+  return coll_row(coll) ? coll_row(coll)->name : "invalid";
+}
+const char *qcoll__coll_fn(qcoll__coll_t coll) {
+  return coll_row(coll) ? coll_row(coll)->fn : "invalid";
+}
+bool qcoll__coll_reduces(qcoll__coll_t coll) {
+  return coll_row(coll) && coll_row(coll)->reduces;
+}
+bool qcoll__coll_rooted(qcoll__coll_t coll) {
+  return coll_row(coll) && coll_row(coll)->rooted;
+}
+bool qcoll__coll_p2p(qcoll__coll_t coll) {
+  return coll_row(coll) && coll_row(coll)->p2p;
 }
 
 qcoll_status_t qcoll_get_version(int *version) {

@@ -20,10 +20,6 @@
 /* The collectives, as the selection table names them. */
 typedef qcoll__coll_t coll_kind_t;
 
-static const char *const coll_fn[] = {
-    "qcoll_all_reduce", "qcoll_reduce",         "qcoll_broadcast",
-    "qcoll_all_gather", "qcoll_reduce_scatter", "qcoll_all_to_all",
-    "qcoll_send",       "qcoll_recv",           "qcoll_barrier"};
 
 typedef struct call {
   coll_kind_t kind;
@@ -44,19 +40,18 @@ typedef struct call {
 } call_t;
 
 static bool is_reduction(coll_kind_t k) {
-  return k == QCOLL__COLL_ALL_REDUCE || k == QCOLL__COLL_REDUCE ||
-         k == QCOLL__COLL_REDUCE_SCATTER;
+  return qcoll__coll_reduces(k);
 }
 static bool has_root(coll_kind_t k) {
-  return k == QCOLL__COLL_REDUCE || k == QCOLL__COLL_BROADCAST;
+  return qcoll__coll_rooted(k);
 }
 static bool is_p2p(coll_kind_t k) {
-  return k == QCOLL__COLL_SEND || k == QCOLL__COLL_RECV;
+  return qcoll__coll_p2p(k);
 }
 
 /* Bytes read from sendbuf and written to recvbuf by this rank. */
 static qcoll_status_t compute_sizes(qcoll_comm_t comm, call_t *c) {
-  const char *fn = coll_fn[c->kind];
+  const char *fn = qcoll__coll_fn(c->kind);
   size_t elem = qcoll_dtype_size(c->dtype), bytes, wide;
   if (!qcoll__mul_size(c->count, elem, &bytes) ||
       !qcoll__mul_size(bytes, (size_t)comm->ctx.nranks, &wide) ||
@@ -102,7 +97,7 @@ static qcoll_status_t compute_sizes(qcoll_comm_t comm, call_t *c) {
 }
 
 static qcoll_status_t check_enums(qcoll_comm_t comm, const call_t *c) {
-  const char *fn = coll_fn[c->kind];
+  const char *fn = qcoll__coll_fn(c->kind);
   if (c->kind == QCOLL__COLL_BARRIER) return QCOLL_OK;
   if ((unsigned)c->dtype >= QCOLL_DTYPE_COUNT)
     return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
@@ -148,7 +143,7 @@ static bool ranges_overlap(const void *a, size_t na, const void *b, size_t nb) {
 }
 
 static qcoll_status_t check_pointers(qcoll_comm_t comm, const call_t *c) {
-  const char *fn = coll_fn[c->kind];
+  const char *fn = qcoll__coll_fn(c->kind);
   if (c->send_bytes && !c->sendbuf)
     return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: sendbuf is NULL but %zu bytes are to be sent", fn,
@@ -197,7 +192,7 @@ static qcoll_status_t check_pointers(qcoll_comm_t comm, const call_t *c) {
 /* Decide host or GPU from where the buffers live, and check that GPU
  * buffers and the stream belong to the communicator's device. */
 static qcoll_status_t place_call(qcoll_comm_t comm, call_t *c) {
-  const char *fn = coll_fn[c->kind];
+  const char *fn = qcoll__coll_fn(c->kind);
   const qcoll__runtime_t *rt = qcoll__runtime();
   int send_dev = -1, recv_dev = -1;
   qcoll_status_t st;
@@ -281,11 +276,11 @@ static qcoll_status_t check_signature(qcoll_comm_t comm, const call_t *c) {
         "QCOLL_CHECK: rank %d called %s(count=%llu, dtype=%s, op=%s, root=%d, "
         "algo=%s) but rank %zu called %s(count=%llu, dtype=%s, op=%s, "
         "root=%d, algo=%s)",
-        comm->ctx.rank, coll_fn[mine.kind], (unsigned long long)mine.count,
+        comm->ctx.rank, qcoll__coll_fn(mine.kind), (unsigned long long)mine.count,
         qcoll_dtype_name((qcoll_dtype_t)mine.dtype),
         mine.op < 0 ? "-" : qcoll_op_name((qcoll_op_t)mine.op), mine.root,
         signature_algo(&mine), r,
-        (unsigned)s->kind <= QCOLL__COLL_BARRIER ? coll_fn[s->kind] : "?",
+        (unsigned)s->kind <= QCOLL__COLL_BARRIER ? qcoll__coll_fn(s->kind) : "?",
         (unsigned long long)s->count, qcoll_dtype_name((qcoll_dtype_t)s->dtype),
         s->op < 0 ? "-" : qcoll_op_name((qcoll_op_t)s->op), s->root,
         signature_algo(s));
@@ -336,7 +331,7 @@ static qcoll_status_t run_staged(qcoll_comm_t comm, const call_t *c) {
     return qcoll__error(&comm->ctx, QCOLL_ERR_UNSUPPORTED,
                         "%s of %s/%s on GPU buffers runs through host memory "
                         "and cannot be captured into a CUDA graph",
-                        coll_fn[c->kind], qcoll_dtype_name(c->dtype),
+                        qcoll__coll_fn(c->kind), qcoll_dtype_name(c->dtype),
                         is_reduction(c->kind) ? qcoll_op_name(c->op) : "-");
   /* In-place layouts share one host block (staging.h). */
   const qcoll__staging_t l = qcoll__staging_layout(
@@ -352,7 +347,7 @@ static qcoll_status_t run_staged(qcoll_comm_t comm, const call_t *c) {
   if ((c->send_bytes && !send) || (c->recv_bytes && !recv)) {
     st = qcoll__error(&comm->ctx, QCOLL_ERR_OUT_OF_MEMORY,
                       "%s: cannot allocate %zu bytes of host staging",
-                      coll_fn[c->kind], staged_bytes);
+                      qcoll__coll_fn(c->kind), staged_bytes);
     goto out;
   }
   if (c->send_bytes)
@@ -413,7 +408,7 @@ static qcoll_status_t run_nccl(qcoll_comm_t comm, const call_t *c) {
     case QCOLL__COLL_COUNT: break;
   }
   return qcoll__error(&comm->ctx, QCOLL_ERR_INTERNAL, "no NCCL path for %s",
-                      coll_fn[c->kind]);
+                      qcoll__coll_fn(c->kind));
 }
 
 static bool ipc_usable(qcoll_comm_t comm) {
@@ -473,7 +468,7 @@ static qcoll__path_t choose_path(qcoll_comm_t comm, const call_t *c,
   qcoll__select_in_t in = selection_input(comm, c, nccl_ok);
   int row = 0;
   qcoll__path_t path = qcoll__select(&in, &row);
-  QLOG_TRACE(&comm->ctx, COLL, "%s %zu bytes %s/%s: row %d -> %s", coll_fn[c->kind],
+  QLOG_TRACE(&comm->ctx, COLL, "%s %zu bytes %s/%s: row %d -> %s", qcoll__coll_fn(c->kind),
              in.bytes, qcoll_dtype_name(c->dtype), qcoll_op_name(c->op), row,
              qcoll__path_name(path));
   return path;
@@ -491,7 +486,7 @@ static qcoll_status_t run_ipc(qcoll_comm_t comm, const call_t *c,
     why = "the IPC kernels serve f16/bf16/f32 with sum/min/max only";
   if (why)
     return qcoll__error(&comm->ctx, QCOLL_ERR_UNSUPPORTED,
-                        "%s: %s cannot serve %s/%s: %s", coll_fn[c->kind],
+                        "%s: %s cannot serve %s/%s: %s", qcoll__coll_fn(c->kind),
                         qcoll__path_name(path), qcoll_dtype_name(c->dtype),
                         qcoll_op_name(c->op), why);
 #ifdef QCOLL_HAVE_CUDA
@@ -547,7 +542,7 @@ static qcoll_status_t run_ipc_coll(qcoll_comm_t comm, const call_t *c) {
     return qcoll__error(&comm->ctx, QCOLL_ERR_UNSUPPORTED,
                         "%s: ipc cannot serve: CUDA IPC is not usable on this "
                         "communicator (see the init log)",
-                        coll_fn[c->kind]);
+                        qcoll__coll_fn(c->kind));
 #ifdef QCOLL_HAVE_CUDA
   switch (c->kind) {
     case QCOLL__COLL_SEND:
@@ -609,7 +604,7 @@ static qcoll_status_t take_options(qcoll_comm_t comm, call_t *c) {
     return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s_ex: opts->size is %zu, expected %zu (fill opts "
                         "with qcoll_options_init first)",
-                        coll_fn[c->kind], o->size, sizeof *o);
+                        qcoll__coll_fn(c->kind), o->size, sizeof *o);
   c->algo = o->algo;
   c->quant = o->quant;
   c->quant_per_call = o->quant != QCOLL_QUANT_DEFAULT;
@@ -617,7 +612,7 @@ static qcoll_status_t take_options(qcoll_comm_t comm, call_t *c) {
 }
 
 static qcoll_status_t run_call(qcoll_comm_t comm, call_t *c) {
-  qcoll_status_t st = qcoll__comm_check_usable(comm, coll_fn[c->kind]);
+  qcoll_status_t st = qcoll__comm_check_usable(comm, qcoll__coll_fn(c->kind));
   if (st != QCOLL_OK) return st;
   if ((st = take_options(comm, c)) || (st = check_enums(comm, c)) ||
       (st = compute_sizes(comm, c)) || (st = check_pointers(comm, c)) ||
@@ -635,7 +630,7 @@ static qcoll_status_t run_call(qcoll_comm_t comm, call_t *c) {
     return qcoll__error(&comm->ctx, QCOLL_ERR_UNSUPPORTED,
                         "%s: algorithm %s needs GPU buffers, these are host "
                         "memory",
-                        coll_fn[c->kind], qcoll_algo_name(c->algo));
+                        qcoll__coll_fn(c->kind), qcoll_algo_name(c->algo));
   if ((st = check_signature(comm, c))) return st;
   if (c->device < 0) return run_host(comm, c, c->sendbuf, c->recvbuf);
   return run_gpu(comm, c);

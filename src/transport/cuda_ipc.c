@@ -928,19 +928,22 @@ static qcoll_status_t coll_ready(qcoll__ctx_t *comm, const char *name) {
   return qcoll__cuda_poll_async_error(comm);
 }
 
+/* The kernel of collectives.cu for coll, from the ipc column of the list
+ * of collectives (base/colls.h). */
 static bool ipc_coll_kind(qcoll__coll_t coll, qcoll__ipc_coll_t *kind) {
+#define KIND_IPC(id)            \
+  case QCOLL__COLL_##id:        \
+    *kind = QCOLL_IPC_COLL_##id; \
+    return true;
+#define KIND_NOIPC(id)
+#define KIND(id, name, reduces, rooted, p2p, ipc) KIND_##ipc(id)
   switch (coll) {
-    case QCOLL__COLL_ALL_REDUCE: *kind = QCOLL_IPC_COLL_ALL_REDUCE; return true;
-    case QCOLL__COLL_REDUCE: *kind = QCOLL_IPC_COLL_REDUCE; return true;
-    case QCOLL__COLL_BROADCAST: *kind = QCOLL_IPC_COLL_BROADCAST; return true;
-    case QCOLL__COLL_ALL_GATHER: *kind = QCOLL_IPC_COLL_ALL_GATHER; return true;
-    case QCOLL__COLL_REDUCE_SCATTER:
-      *kind = QCOLL_IPC_COLL_REDUCE_SCATTER;
-      return true;
-    case QCOLL__COLL_ALL_TO_ALL: *kind = QCOLL_IPC_COLL_ALL_TO_ALL; return true;
-    case QCOLL__COLL_BARRIER: *kind = QCOLL_IPC_COLL_BARRIER; return true;
+    QCOLL__COLLS(KIND)
     default: return false;
   }
+#undef KIND
+#undef KIND_NOIPC
+#undef KIND_IPC
 }
 
 static qcoll_status_t launch_failed(qcoll__ctx_t *comm, const char *name,
