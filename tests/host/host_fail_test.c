@@ -31,23 +31,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../check.h"
 #include "core/comm.h"
 #include "qcoll.h"
 #include "transport/shm.h"
 
 static int rank, n;
 static qcoll_comm_t comm;
-static int failures;
-
-#define EXPECT(cond, ...)                                                 \
-  do {                                                                    \
-    if (!(cond)) {                                                        \
-      failures++;                                                         \
-      fprintf(stderr, "rank %d: FAIL %s:%d: ", rank, __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                                       \
-      fputc('\n', stderr);                                                \
-    }                                                                     \
-  } while (0)
 
 static double now_s(void) {
   struct timespec ts;
@@ -208,6 +198,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   qcoll_comm_rank(comm, &rank);
+  check_rank = rank;
   qcoll_comm_size(comm, &n);
   snprintf(segment, sizeof segment, "/dev/shm%s", qcoll__shm_name(&comm->ctx));
   if (n < 2) {
@@ -228,5 +219,5 @@ int main(int argc, char **argv) {
     fprintf(stderr, "unknown mode %s\n", mode);
     return 2;
   }
-  return failures ? 1 : 0;
+  return check_failures ? 1 : 0;
 }

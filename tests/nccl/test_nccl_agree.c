@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../check.h"
 #include "qcoll.h"
 #include "core/comm.h"
 #include "transport/nccl.h"
@@ -21,17 +22,6 @@
 #define REASON_BYTES 512
 
 static int rank = -1;
-
-#define CHECK(cond, ...)                                              \
-  do {                                                                \
-    if (!(cond)) {                                                    \
-      fprintf(stderr, "rank %d: check failed at line %d: %s: ", rank, \
-              __LINE__, #cond);                                       \
-      fprintf(stderr, __VA_ARGS__);                                   \
-      fprintf(stderr, "\n");                                          \
-      exit(1);                                                        \
-    }                                                                 \
-  } while (0)
 
 int main(int argc, char **argv) {
   CHECK(argc >= 2, "usage: test_nccl_agree LIB0 [LIB1 ...]");
@@ -50,6 +40,7 @@ int main(int argc, char **argv) {
   CHECK(qcoll_comm_init_env(&comm, &cfg) == QCOLL_OK, "%s", qcoll_last_error());
   int nranks = 0;
   qcoll_comm_rank(comm, &rank);
+  check_rank = rank;
   qcoll_comm_size(comm, &nranks);
 
   void *nccl = NULL;

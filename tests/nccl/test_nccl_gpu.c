@@ -34,6 +34,7 @@ int main(void) {
 
 #include <cuda_runtime_api.h>
 
+#include "../check.h"
 #include "base/dtype.h"
 #include "qcoll.h"
 #include "core/comm.h"
@@ -47,21 +48,6 @@ static int rank = 0, nranks = 1, device = 0, foreign = -1;
 static qcoll_comm_t comm;
 static cudaStream_t stream;
 
-#define CHECK(cond, ...)                                              \
-  do {                                                                \
-    if (!(cond)) {                                                    \
-      fprintf(stderr, "rank %d: check failed at line %d: %s: ", rank, \
-              __LINE__, #cond);                                       \
-      fprintf(stderr, __VA_ARGS__);                                   \
-      fprintf(stderr, "\n");                                          \
-      exit(1);                                                        \
-    }                                                                 \
-  } while (0)
-#define CUDA(call)                                                     \
-  do {                                                                 \
-    cudaError_t e_ = (call);                                           \
-    CHECK(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_)); \
-  } while (0)
 #define QOK(call) CHECK((call) == QCOLL_OK, "%s", qcoll_comm_last_error(comm))
 
 /* ---- typed host values ----------------------------------------------- */
@@ -154,11 +140,11 @@ static dbuf_t dbuf_alloc(size_t bytes) {
   dbuf_t b = {NULL, calloc(1, bytes ? bytes : 1), bytes};
   CHECK(b.host != NULL, "out of host memory");
   int cur;
-  CUDA(cudaGetDevice(&cur));
-  CUDA(cudaSetDevice(device));
-  CUDA(cudaMalloc(&b.dev, bytes ? bytes : 1));
-  CUDA(cudaMemset(b.dev, 0xff, bytes ? bytes : 1));
-  CUDA(cudaSetDevice(cur));
+  CHECK_CUDA(cudaGetDevice(&cur));
+  CHECK_CUDA(cudaSetDevice(device));
+  CHECK_CUDA(cudaMalloc(&b.dev, bytes ? bytes : 1));
+  CHECK_CUDA(cudaMemset(b.dev, 0xff, bytes ? bytes : 1));
+  CHECK_CUDA(cudaSetDevice(cur));
   return b;
 }
 static void dbuf_free(dbuf_t *b) {
@@ -166,17 +152,17 @@ static void dbuf_free(dbuf_t *b) {
   free(b->host);
 }
 static void upload(dbuf_t *b) {
-  CUDA(cudaMemcpy(b->dev, b->host, b->bytes, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(b->dev, b->host, b->bytes, cudaMemcpyHostToDevice));
 }
 static void download(dbuf_t *b) {
-  CUDA(cudaStreamSynchronize(stream));
-  CUDA(cudaMemcpy(b->host, b->dev, b->bytes, cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  CHECK_CUDA(cudaMemcpy(b->host, b->dev, b->bytes, cudaMemcpyDeviceToHost));
 }
 
 /* After every qcoll call: the caller's current device is untouched. */
 static void check_current_device(const char *what) {
   int cur = -1;
-  CUDA(cudaGetDevice(&cur));
+  CHECK_CUDA(cudaGetDevice(&cur));
   int want = foreign >= 0 ? foreign : device;
   CHECK(cur == want, "%s changed the current device from %d to %d", what, want,
         cur);
@@ -276,9 +262,9 @@ static void check_gather_scatter(bool in_place) {
   QOK(qcoll__nccl_reduce_scatter(&comm->ctx, big.dev, recv, COUNT, QCOLL_I32,
                                  QCOLL_SUM, stream));
   check_current_device("qcoll__nccl_reduce_scatter");
-  CUDA(cudaStreamSynchronize(stream));
+  CHECK_CUDA(cudaStreamSynchronize(stream));
   int32_t *got = small.host;
-  CUDA(cudaMemcpy(got, recv, COUNT * 4, cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(got, recv, COUNT * 4, cudaMemcpyDeviceToHost));
   for (size_t i = 0; i < COUNT; i++)
     CHECK(got[i] == (int32_t)reduce_expected((size_t)rank * COUNT + i,
                                              QCOLL_I32, QCOLL_SUM),
@@ -339,17 +325,17 @@ static void check_graph_replay(void) {
   dbuf_t b = dbuf_alloc(COUNT * 4);
   cudaGraph_t graph;
   cudaGraphExec_t exec;
-  CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+  CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
   QOK(qcoll__nccl_all_reduce(&comm->ctx, b.dev, b.dev, COUNT, QCOLL_F32, QCOLL_SUM,
                              stream));
-  CUDA(cudaStreamEndCapture(stream, &graph));
-  CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
+  CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
   for (int replay = 0; replay < 5; replay++) {
     for (size_t i = 0; i < COUNT; i++)
       ((float *)b.host)[i] =
           (float)(value(rank, i + (size_t)replay, QCOLL_F32, QCOLL_SUM));
     upload(&b);
-    CUDA(cudaGraphLaunch(exec, stream));
+    CHECK_CUDA(cudaGraphLaunch(exec, stream));
     download(&b);
     for (size_t i = 0; i < COUNT; i++)
       CHECK(
@@ -357,8 +343,8 @@ static void check_graph_replay(void) {
               (float)reduce_expected(i + (size_t)replay, QCOLL_F32, QCOLL_SUM),
           "graph replay %d [%zu]: %g", replay, i, ((float *)b.host)[i]);
   }
-  CUDA(cudaGraphExecDestroy(exec));
-  CUDA(cudaGraphDestroy(graph));
+  CHECK_CUDA(cudaGraphExecDestroy(exec));
+  CHECK_CUDA(cudaGraphDestroy(graph));
   dbuf_free(&b);
 }
 
@@ -388,6 +374,7 @@ static void init_comm(bool from_env, int dev) {
           qcoll_last_error());
   }
   qcoll_comm_rank(comm, &rank);
+  check_rank = rank;
   qcoll_comm_size(comm, &nranks);
   int got = -3;
   qcoll_comm_device(comm, &got);
@@ -436,33 +423,33 @@ static int get_nccl_or_skip(void) {
  * allocates memory): it is declined, the capture stays valid, and nothing
  * is remembered, so the next uncaptured call creates the communicator. */
 static void check_first_call_not_captured(void) {
-  CUDA(cudaSetDevice(device));
+  CHECK_CUDA(cudaSetDevice(device));
   cudaStream_t s;
-  CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   dbuf_t b = dbuf_alloc(COUNT * 4);
   cudaGraph_t graph;
-  CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   qcoll_status_t st = qcoll__nccl_all_reduce(&comm->ctx, b.dev, b.dev, COUNT,
                                              QCOLL_F32, QCOLL_SUM, s);
-  CUDA(cudaStreamEndCapture(s, &graph));
+  CHECK_CUDA(cudaStreamEndCapture(s, &graph));
   CHECK(st == QCOLL_ERR_UNSUPPORTED, "status %d", (int)st);
   CHECK(strstr(qcoll_comm_last_error(comm), "captured") != NULL, "%s",
         qcoll_comm_last_error(comm));
   CHECK(qcoll__nccl_comm_state(&comm->ctx) == QCOLL__NCCL_UNTRIED, "state %d",
         (int)qcoll__nccl_comm_state(&comm->ctx));
-  CUDA(cudaGraphDestroy(graph));
-  CUDA(cudaStreamDestroy(s));
+  CHECK_CUDA(cudaGraphDestroy(graph));
+  CHECK_CUDA(cudaStreamDestroy(s));
   dbuf_free(&b);
 }
 
 static void run_collectives(void) {
-  CUDA(cudaSetDevice(device));
-  CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  CHECK_CUDA(cudaSetDevice(device));
+  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   /* Call from another device when there is one: the library must run on
    * the buffers' device and leave ours current. */
   int ndev = device_count();
   foreign = ndev > 1 ? (device + 1) % ndev : -1;
-  if (foreign >= 0) CUDA(cudaSetDevice(foreign));
+  if (foreign >= 0) CHECK_CUDA(cudaSetDevice(foreign));
   for (int t = 0; t < QCOLL_DTYPE_COUNT; t++)
     for (int op = 0; op < QCOLL_OP_COUNT; op++)
       for (int in_place = 0; in_place < 2; in_place++)
@@ -474,9 +461,9 @@ static void run_collectives(void) {
   check_send_recv();
   check_graph_replay();
   QOK(qcoll__nccl_poll_async_error(&comm->ctx));
-  CUDA(cudaStreamSynchronize(stream));
-  CUDA(cudaStreamDestroy(stream));
-  if (foreign >= 0) CUDA(cudaSetDevice(device));
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  CHECK_CUDA(cudaStreamDestroy(stream));
+  if (foreign >= 0) CHECK_CUDA(cudaSetDevice(device));
   foreign = -1;
 }
 
@@ -552,10 +539,10 @@ static int run_shared(bool let_nccl_decide) {
     CHECK(strstr(verdict, "ncclCommInitRankConfig") != NULL, "%s", verdict);
   } else {
     /* This NCCL accepts several ranks per GPU: then it must be right. */
-    CUDA(cudaSetDevice(device));
-    CUDA(cudaStreamCreate(&stream));
+    CHECK_CUDA(cudaSetDevice(device));
+    CHECK_CUDA(cudaStreamCreate(&stream));
     check_all_reduce(QCOLL_I32, QCOLL_SUM, false);
-    CUDA(cudaStreamDestroy(stream));
+    CHECK_CUDA(cudaStreamDestroy(stream));
   }
   /* The refusal leaves the communicator serving other paths. */
   QOK(qcoll_barrier(comm, NULL));

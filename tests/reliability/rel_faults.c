@@ -162,7 +162,7 @@ static void mode_kill(bool during, long param, int victim, const char *stamp) {
   printf(
       "rank %d: %s after %ld all-reduces: %s %.1f ms after rank %d died "
       "(the call had waited %.1f ms; QCOLL_TIMEOUT is %s s): %s\n",
-      rel_rank, rel_failures ? "FAIL" : "PASS", it, qcoll_status_string(st),
+      rel_rank, check_failures ? "FAIL" : "PASS", it, qcoll_status_string(st),
       detect * 1e3, victim, (failed_at - call_start) * 1e3,
       getenv("QCOLL_TIMEOUT") ? getenv("QCOLL_TIMEOUT") : "300", msg);
   if (sigterm_at > 0)
@@ -221,11 +221,11 @@ static void mode_abort(void) {
     printf(
         "rank 0: %s: %s %.2f ms after qcoll_comm_abort (it had waited "
         "%.0f ms): %s\n",
-        rel_failures ? "FAIL" : "PASS", qcoll_status_string(st), unblock * 1e3,
+        check_failures ? "FAIL" : "PASS", qcoll_status_string(st), unblock * 1e3,
         (t1 - t0) * 1e3, msg);
   else
     printf("rank %d: %s: %s after %.2f ms: %s\n", rel_rank,
-           rel_failures ? "FAIL" : "PASS", qcoll_status_string(st),
+           check_failures ? "FAIL" : "PASS", qcoll_status_string(st),
            (t1 - t0) * 1e3, msg);
 }
 
@@ -275,7 +275,7 @@ static void mode_never(double timeout_s) {
   free(x);
   finish();
   printf("rank %d: %s: %s after %.3f s (QCOLL_TIMEOUT %.1f s): %s\n", rel_rank,
-         rel_failures ? "FAIL" : "PASS", qcoll_status_string(st), dt, timeout_s,
+         check_failures ? "FAIL" : "PASS", qcoll_status_string(st), dt, timeout_s,
          msg);
 }
 
