@@ -316,11 +316,13 @@ bool qcoll__env_bool(const char *name) {
 /* QCOLL_* names that qcoll's tools, tests, scripts and Python binding read
  * (not the library): not misspellings. */
 static const char *const other_names[] = {
-    "QCOLL_LIB",       "QCOLL_BUILD_DIR",          "QCOLL_CMOCKA_DIR",
-    "QCOLL_CUDA_ARCH", "QCOLL_FUZZ_SECONDS",       "QCOLL_PERF_CUDA",
-    "QCOLL_RUN",       "QCOLL_RUN_TEST_PASSED",    "QCOLL_SANITIZE",
-    "QCOLL_SRC",       "QCOLL_SKIP_SANITIZERS",    "QCOLL_TEST_KERNEL_TIMEOUT",
-    "QCOLL_WITH_CUDA",
+    "QCOLL_LIB", /* the Python binding */
+    "QCOLL_QUICK_REDUCE_QUANTIZATION", "QCOLL_QUICK_REDUCE_MAX_SIZE_BYTES_MB",
+    "QCOLL_BENCH_ARGS", "QCOLL_BENCH_RANKS", "QCOLL_BUILD_DIR",
+    "QCOLL_CMOCKA_DIR", "QCOLL_CUDA_ARCH", "QCOLL_FUZZ_DIR", "QCOLL_FUZZ_JOBS",
+    "QCOLL_FUZZ_SECONDS", "QCOLL_JOBS", "QCOLL_PERF_CUDA", "QCOLL_PYTHON3",
+    "QCOLL_RUN", "QCOLL_RUN_TEST_PASSED", "QCOLL_SANITIZE", "QCOLL_SRC",
+    "QCOLL_SKIP_SANITIZERS", "QCOLL_TEST_KERNEL_TIMEOUT", "QCOLL_WITH_CUDA",
 };
 
 static size_t edit_distance(const char *a, const char *b) {
