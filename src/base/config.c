@@ -191,57 +191,46 @@ static bool in_range(const env_entry_t *e, double x) {
 }
 
 /* "an integer in [0, 65535]" and the like, for warnings. */
-static const char *expected_number(const env_entry_t *e, const char *kind,
-                                   char *buf, size_t n) {
+static void expected_number(const env_entry_t *e, const char *kind, char *buf,
+                            size_t n) {
   if (e && e->min < e->max)
     snprintf(buf, n, "%s in [%g, %g]", kind, e->min, e->max);
   else
     snprintf(buf, n, "%s", kind);
-  return buf;
 }
 
-static bool parse_int(const char *v, long long *out) {
+/* An integer (whole string, strtoll) or a number (strtod). */
+static bool parse_number(const char *v, bool integer, double *out) {
   char *end = NULL;
   errno = 0;
-  long long x = strtoll(v ? v : "0", &end, 10);
+  double x = integer ? (double)strtoll(v, &end, 10) : strtod(v, &end);
   if (errno || !end || end == v || *end) return false;
   *out = x;
   return true;
 }
 
-long long qcoll__env_int(const char *name) {
-  const char *v = qcoll__env_str(name);
-  const env_entry_t *e = find_entry(name);
-  long long x = 0;
-  if (!parse_int(v, &x) || !in_range(e, (double)x)) {
-    char what[80];
-    warn_bad_value(name, v, expected_number(e, "an integer", what, sizeof what),
-                   e);
-    x = e ? strtoll(e->default_value, NULL, 10) : 0;
-  }
-  return x;
-}
-
-static bool parse_double(const char *v, double *out) {
-  char *end = NULL;
-  errno = 0;
-  double x = strtod(v ? v : "0", &end);
-  if (errno || !end || end == v || *end) return false;
-  *out = x;
-  return true;
-}
-
-double qcoll__env_double(const char *name) {
+/* A numeric variable in its range, else its default (with the warning). */
+static double env_number(const char *name, bool integer) {
   const char *v = qcoll__env_str(name);
   const env_entry_t *e = find_entry(name);
   double x = 0;
-  if (!parse_double(v, &x) || !in_range(e, x)) {
+  if (!parse_number(v ? v : "0", integer, &x) || !in_range(e, x)) {
     char what[80];
-    warn_bad_value(name, v, expected_number(e, "a number", what, sizeof what),
-                   e);
-    x = e ? strtod(e->default_value, NULL) : 0;
+    expected_number(e, integer ? "an integer" : "a number", what, sizeof what);
+    warn_bad_value(name, v, what, e);
+    x = 0;
+    if (e) parse_number(e->default_value, integer, &x);
   }
   return x;
+}
+
+/* Every numeric variable's range lies well within 2^53: exact in a double. */
+long long qcoll__env_int(const char *name) {
+  return (long long)env_number(name, true);
+}
+
+double qcoll__env_double(const char *name) {
+  return env_number(name, false);
 }
 
 bool qcoll__parse_bytes(const char *s, size_t *out) {
