@@ -7,15 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../bootstrap/bootstrap.h"
-#include "../coll/host/host_coll.h"
-#include "../runtime/runtime.h"
-#include "../transport/cuda_ipc.h"
-#include "../transport/nccl.h"
-#include "comm.h"
+#include "../backend/backend.h"
 #include "../base/config.h"
+#include "../bootstrap/bootstrap.h"
+#include "../runtime/runtime.h"
+#include "comm.h"
 #include "select.h"
-#include "staging.h"
 
 /* The collectives, as the selection table names them. */
 typedef qcoll__coll_t coll_kind_t;
@@ -289,78 +286,6 @@ static qcoll_status_t check_signature(qcoll_comm_t comm, const call_t *c) {
   return st;
 }
 
-static qcoll_status_t run_host(qcoll_comm_t comm, const call_t *c,
-                               const void *send, void *recv) {
-  switch (c->kind) {
-    case QCOLL__COLL_ALL_REDUCE:
-      return qcoll__host_all_reduce(&comm->ctx, send, recv, c->count, c->dtype,
-                                    c->op);
-    case QCOLL__COLL_REDUCE:
-      return qcoll__host_reduce(&comm->ctx, send, recv, c->count, c->dtype, c->op,
-                                c->root);
-    case QCOLL__COLL_BROADCAST:
-      return qcoll__host_broadcast(&comm->ctx, send, recv, c->count, c->dtype,
-                                   c->root);
-    case QCOLL__COLL_ALL_GATHER:
-      return qcoll__host_all_gather(&comm->ctx, send, recv, c->count, c->dtype);
-    case QCOLL__COLL_REDUCE_SCATTER:
-      return qcoll__host_reduce_scatter(&comm->ctx, send, recv, c->count, c->dtype,
-                                        c->op);
-    case QCOLL__COLL_ALL_TO_ALL:
-      return qcoll__host_all_to_all(&comm->ctx, send, recv, c->count, c->dtype);
-    case QCOLL__COLL_SEND:
-      return qcoll__host_send(&comm->ctx, send, c->count, c->dtype, c->root);
-    case QCOLL__COLL_RECV:
-      return qcoll__host_recv(&comm->ctx, recv, c->count, c->dtype, c->root);
-    case QCOLL__COLL_BARRIER: return qcoll__host_barrier(&comm->ctx);
-    case QCOLL__COLL_COUNT: break;
-  }
-  return qcoll__error(&comm->ctx, QCOLL_ERR_INTERNAL, "unknown collective %d",
-                      (int)c->kind);
-}
-
-/* GPU buffers through host memory: copy in, run the host collective, copy
- * out.  Correct for every collective, dtype and op, but synchronous, so it
- * cannot be captured into a CUDA graph. */
-static qcoll_status_t run_staged(qcoll_comm_t comm, const call_t *c) {
-  const qcoll__runtime_t *rt = qcoll__runtime();
-  bool capturing = false;
-  qcoll_status_t st = rt->stream_is_capturing(c->stream, &capturing);
-  if (st != QCOLL_OK) return st;
-  if (capturing)
-    return qcoll__error(&comm->ctx, QCOLL_ERR_UNSUPPORTED,
-                        "%s of %s/%s on GPU buffers runs through host memory "
-                        "and cannot be captured into a CUDA graph",
-                        qcoll__coll_fn(c->kind), qcoll_dtype_name(c->dtype),
-                        is_reduction(c->kind) ? qcoll_op_name(c->op) : "-");
-  /* In-place layouts share one host block (staging.h). */
-  const qcoll__staging_t l = qcoll__staging_layout(
-      c->sendbuf, c->send_bytes, c->recvbuf, c->recv_bytes);
-  char *staging[2] = {NULL, NULL}, *send = NULL, *recv = NULL;
-  for (int b = 0; b < 2; b++)
-    if (l.block_bytes[b]) staging[b] = malloc(l.block_bytes[b]);
-  if (l.send_block >= 0 && staging[l.send_block])
-    send = staging[l.send_block] + l.send_offset;
-  if (l.recv_block >= 0 && staging[l.recv_block])
-    recv = staging[l.recv_block] + l.recv_offset;
-  size_t staged_bytes = l.block_bytes[0] + l.block_bytes[1];
-  if ((c->send_bytes && !send) || (c->recv_bytes && !recv)) {
-    st = qcoll__error(&comm->ctx, QCOLL_ERR_OUT_OF_MEMORY,
-                      "%s: cannot allocate %zu bytes of host staging",
-                      qcoll__coll_fn(c->kind), staged_bytes);
-    goto out;
-  }
-  if (c->send_bytes)
-    QCHECK(rt->memcpy_d2h(send, c->sendbuf, c->send_bytes, c->stream));
-  QCHECK(run_host(comm, c, send, recv));
-  if (c->recv_bytes)
-    QCHECK(rt->memcpy_h2d(c->recvbuf, recv, c->recv_bytes, c->stream));
-out:
-  free(staging[0]);
-  free(staging[1]);
-  return st;
-}
-
 /* A per-call choice wins; DEFAULT/AUTO means the environment's, which
  * the communicator read once at init. */
 static qcoll_quant_t resolve_quant(qcoll_comm_t comm, qcoll_quant_t q) {
@@ -378,59 +303,13 @@ static qcoll_algo_t resolve_algo(qcoll_comm_t comm, const call_t *c) {
                                                               : env;
 }
 
-static qcoll_status_t run_nccl(qcoll_comm_t comm, const call_t *c) {
-  switch (c->kind) {
-    case QCOLL__COLL_ALL_REDUCE:
-      return qcoll__nccl_all_reduce(&comm->ctx, c->sendbuf, c->recvbuf, c->count,
-                                    c->dtype, c->op, c->stream);
-    case QCOLL__COLL_REDUCE:
-      return qcoll__nccl_reduce(&comm->ctx, c->sendbuf, c->recvbuf, c->count,
-                                c->dtype, c->op, c->root, c->stream);
-    case QCOLL__COLL_BROADCAST:
-      return qcoll__nccl_broadcast(&comm->ctx, c->sendbuf, c->recvbuf, c->count,
-                                   c->dtype, c->root, c->stream);
-    case QCOLL__COLL_ALL_GATHER:
-      return qcoll__nccl_all_gather(&comm->ctx, c->sendbuf, c->recvbuf, c->count,
-                                    c->dtype, c->stream);
-    case QCOLL__COLL_REDUCE_SCATTER:
-      return qcoll__nccl_reduce_scatter(&comm->ctx, c->sendbuf, c->recvbuf, c->count,
-                                        c->dtype, c->op, c->stream);
-    case QCOLL__COLL_ALL_TO_ALL:
-      return qcoll__nccl_all_to_all(&comm->ctx, c->sendbuf, c->recvbuf, c->count,
-                                    c->dtype, c->stream);
-    case QCOLL__COLL_SEND:
-      return qcoll__nccl_send(&comm->ctx, c->sendbuf, c->count, c->dtype, c->root,
-                              c->stream);
-    case QCOLL__COLL_RECV:
-      return qcoll__nccl_recv(&comm->ctx, c->recvbuf, c->count, c->dtype, c->root,
-                              c->stream);
-    case QCOLL__COLL_BARRIER:
-    case QCOLL__COLL_COUNT: break;
-  }
-  return qcoll__error(&comm->ctx, QCOLL_ERR_INTERNAL, "no NCCL path for %s",
-                      qcoll__coll_fn(c->kind));
-}
-
-static bool ipc_usable(qcoll_comm_t comm) {
-#ifdef QCOLL_HAVE_CUDA
-  return comm->ctx.cuda && qcoll__cuda_ipc_usable(&comm->ctx);
-#else
-  return false;
-#endif
-}
-
-static int ipc_most_ranks_per_gpu(qcoll_comm_t comm) {
-#ifdef QCOLL_HAVE_CUDA
-  return comm->ctx.cuda ? qcoll__cuda_ipc_most_ranks_per_gpu(&comm->ctx) : 0;
-#else
-  return 0;
-#endif
-}
-
 /* What the table sees.  Every input is the same on every rank (the NCCL
  * state changes only inside collective calls), so all ranks pick alike. */
 static qcoll__select_in_t selection_input(qcoll_comm_t comm, const call_t *c,
                                           bool nccl_ok) {
+  qcoll__caps_t ipc, nccl;
+  qcoll__backend_ipc.capabilities(&comm->ctx, &ipc);
+  qcoll__backend_nccl.capabilities(&comm->ctx, &nccl);
   qcoll__select_in_t in = {
       .coll = c->kind,
       .bytes = c->count * qcoll_dtype_size(c->dtype),
@@ -439,15 +318,14 @@ static qcoll__select_in_t selection_input(qcoll_comm_t comm, const call_t *c,
       .op = c->op,
       .quant = c->quant,
       .gpu = true,
-      .ipc = ipc_usable(comm),
-      .ranks_per_gpu = ipc_most_ranks_per_gpu(comm),
+      .ipc = ipc.usable,
+      .ranks_per_gpu = ipc.ranks_per_gpu,
       .nccl = nccl_ok,
       .config = &comm->ctx.config,
   };
   /* send/recv cannot create NCCL's communicator (only one pair calls them):
    * they use it only once a collective has made it. */
-  if (is_p2p(c->kind))
-    in.nccl = nccl_ok && qcoll__nccl_comm_state(&comm->ctx) == QCOLL__NCCL_READY;
+  if (is_p2p(c->kind)) in.nccl = nccl_ok && nccl.ready;
   return in;
 }
 
@@ -474,92 +352,35 @@ static qcoll__path_t choose_path(qcoll_comm_t comm, const call_t *c,
   return path;
 }
 
-static qcoll_status_t run_ipc(qcoll_comm_t comm, const call_t *c,
-                              qcoll__path_t path) {
-  /* Only all-reduces get here: check_enums refuses one-shot/two-shot for
-   * the others, QCOLL_ALGO's are ignored for them, and the table's rows
-   * give them to all-reduces alone. */
-  const char *why = NULL;
-  if (!ipc_usable(comm))
-    why = "CUDA IPC is not usable on this communicator (see the init log)";
-  else if (!qcoll__ipc_kernel_supports(c->dtype, c->op))
-    why = "the IPC kernels serve f16/bf16/f32 with sum/min/max only";
-  if (why)
-    return qcoll__error(&comm->ctx, QCOLL_ERR_UNSUPPORTED,
-                        "%s: %s cannot serve %s/%s: %s", qcoll__coll_fn(c->kind),
-                        qcoll__path_name(path), qcoll_dtype_name(c->dtype),
-                        qcoll_op_name(c->op), why);
-#ifdef QCOLL_HAVE_CUDA
-  /* Quantisation is a transfer hint: off below its size threshold, and for
-   * anything but sums when it came from the environment rather than the
-   * call (a per-call request for min/max is refused with a reason). */
-  qcoll_quant_t quant = c->quant;
+/* The call as the backend of path runs it, its transfer final.
+ * Quantisation is a transfer hint of the IPC all-reduce: off below its size
+ * threshold, and for anything but sums when it came from the environment
+ * rather than the call (a per-call request for min/max is refused by the
+ * kernels' entry with a reason). */
+static qcoll__call_t final_call(qcoll_comm_t comm, const call_t *c,
+                                qcoll__path_t path) {
+  bool ipc_all_reduce =
+      path == QCOLL__PATH_ONESHOT || path == QCOLL__PATH_TWOSHOT;
+  qcoll_quant_t quant = ipc_all_reduce ? c->quant : QCOLL_QUANT_NONE;
   if (c->count * qcoll_dtype_size(c->dtype) <
           comm->ctx.config.quant_min_bytes ||
       (c->op != QCOLL_SUM && !c->quant_per_call))
     quant = QCOLL_QUANT_NONE;
-  return qcoll__cuda_all_reduce(
-      &comm->ctx, c->sendbuf, c->recvbuf, c->count, c->dtype, c->op, c->stream,
-      path == QCOLL__PATH_ONESHOT ? QCOLL_ALGO_ONESHOT : QCOLL_ALGO_TWOSHOT,
-      quant);
-#else
-  return QCOLL_ERR_INTERNAL;
-#endif
-}
-
-/* A barrier ordered on a stream.  With the IPC kernels it is a kernel
- * barrier on the stream (capturable); otherwise the stream is drained
- * first, which cannot be captured.  Outside a capture the host also waits
- * for every rank, as qcoll_barrier promises. */
-static qcoll_status_t run_stream_barrier(qcoll_comm_t comm, const call_t *c,
-                                         bool on_ipc) {
-  bool capturing = false;
-  qcoll_status_t st =
-      qcoll__runtime()->stream_is_capturing(c->stream, &capturing);
-  if (st != QCOLL_OK) return st;
-#ifdef QCOLL_HAVE_CUDA
-  if (on_ipc) {
-    st = qcoll__cuda_collective(&comm->ctx, QCOLL__COLL_BARRIER, NULL, NULL, 0,
-                                QCOLL_U8, QCOLL_SUM, 0, c->stream);
-  } else if (capturing) {
-    st = qcoll__error(&comm->ctx, QCOLL_ERR_UNSUPPORTED,
-                      "qcoll_barrier: without CUDA IPC a barrier on a stream "
-                      "drains the stream on the host and cannot be captured "
-                      "into a CUDA graph");
-  } else {
-    st = qcoll__cuda_stream_wait(&comm->ctx, c->stream);
-  }
-#else
-  (void)on_ipc;
-#endif
-  if (st != QCOLL_OK || capturing) return st;
-  return qcoll__host_barrier(&comm->ctx);
-}
-
-/* Every collective, dtype and op on the IPC kernels of collectives.cu. */
-static qcoll_status_t run_ipc_coll(qcoll_comm_t comm, const call_t *c) {
-  if (!ipc_usable(comm))
-    return qcoll__error(&comm->ctx, QCOLL_ERR_UNSUPPORTED,
-                        "%s: ipc cannot serve: CUDA IPC is not usable on this "
-                        "communicator (see the init log)",
-                        qcoll__coll_fn(c->kind));
-#ifdef QCOLL_HAVE_CUDA
-  switch (c->kind) {
-    case QCOLL__COLL_SEND:
-      return qcoll__cuda_send(&comm->ctx, c->sendbuf, c->count, c->dtype, c->root,
-                              c->stream);
-    case QCOLL__COLL_RECV:
-      return qcoll__cuda_recv(&comm->ctx, c->recvbuf, c->count, c->dtype, c->root,
-                              c->stream);
-    case QCOLL__COLL_BARRIER: return run_stream_barrier(comm, c, true);
-    default:
-      return qcoll__cuda_collective(&comm->ctx, c->kind, c->sendbuf, c->recvbuf,
-                                    c->count, c->dtype, c->op, c->root,
-                                    c->stream);
-  }
-#else
-  return QCOLL_ERR_INTERNAL;
-#endif
+  qcoll__call_t call = {
+      .coll = c->kind,
+      .sendbuf = c->sendbuf,
+      .recvbuf = c->recvbuf,
+      .count = c->count,
+      .dtype = c->dtype,
+      .op = c->op,
+      .root = c->root,
+      .stream = c->stream,
+      .send_bytes = c->send_bytes,
+      .recv_bytes = c->recv_bytes,
+      .path = path,
+      .quant = quant,
+  };
+  return call;
 }
 
 /* GPU buffers: the selected path; when NCCL turns out to refuse the ranks
@@ -570,26 +391,22 @@ static qcoll_status_t run_gpu(qcoll_comm_t comm, const call_t *c) {
   qcoll_status_t st = qcoll__device_guard_enter(&comm->ctx, &guard);
   if (st != QCOLL_OK) return st;
   bool forced = c->algo != QCOLL_ALGO_AUTO && c->kind != QCOLL__COLL_BARRIER;
-  bool nccl_ok = qcoll__nccl_comm_state(&comm->ctx) != QCOLL__NCCL_REFUSED;
-  qcoll__path_t path = choose_path(comm, c, nccl_ok);
-  if (path == QCOLL__PATH_NCCL && !is_p2p(c->kind)) {
-    void *nccl_comm = NULL;
-    st = qcoll__nccl_comm_prepare(&comm->ctx, c->stream, &nccl_comm);
-    if (st == QCOLL_ERR_UNSUPPORTED && !forced)
+  qcoll__caps_t nccl;
+  qcoll__backend_nccl.capabilities(&comm->ctx, &nccl);
+  qcoll__path_t path = choose_path(comm, c, nccl.usable);
+  qcoll__call_t call = final_call(comm, c, path);
+  const qcoll__backend_t *backend = qcoll__backend_for(path);
+  if (backend->prepare) {
+    st = backend->prepare(&comm->ctx, &call);
+    if (st == QCOLL_ERR_UNSUPPORTED && !forced) {
       path = choose_path(comm, c, false);
-    else if (st != QCOLL_OK)
+      call = final_call(comm, c, path);
+      backend = qcoll__backend_for(path);
+    } else if (st != QCOLL_OK) {
       goto out;
+    }
   }
-  switch (path) {
-    case QCOLL__PATH_ONESHOT:
-    case QCOLL__PATH_TWOSHOT: st = run_ipc(comm, c, path); break;
-    case QCOLL__PATH_NCCL: st = run_nccl(comm, c); break;
-    case QCOLL__PATH_IPC: st = run_ipc_coll(comm, c); break;
-    default:
-      st = c->kind == QCOLL__COLL_BARRIER ? run_stream_barrier(comm, c, false)
-                                          : run_staged(comm, c);
-      break;
-  }
+  st = backend->run(&comm->ctx, &call);
 out:
   qcoll__device_guard_exit(&comm->ctx, &guard);
   return st;
@@ -632,8 +449,9 @@ static qcoll_status_t run_call(qcoll_comm_t comm, call_t *c) {
                         "memory",
                         qcoll__coll_fn(c->kind), qcoll_algo_name(c->algo));
   if ((st = check_signature(comm, c))) return st;
-  if (c->device < 0) return run_host(comm, c, c->sendbuf, c->recvbuf);
-  return run_gpu(comm, c);
+  if (c->device >= 0) return run_gpu(comm, c);
+  qcoll__call_t call = final_call(comm, c, QCOLL__PATH_HOST);
+  return qcoll__backend_host.run(&comm->ctx, &call);
 }
 
 static call_t make_call(coll_kind_t kind, const void *sendbuf, void *recvbuf,

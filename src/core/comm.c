@@ -10,12 +10,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../backend/backend.h"
+#include "../base/config.h"
 #include "../bootstrap/bootstrap.h"
 #include "../runtime/runtime.h"
-#include "../transport/cuda_ipc.h"
-#include "../transport/nccl.h"
-#include "../transport/shm.h"
-#include "../base/config.h"
 
 #define QCOLL_MAX_RANKS 65536
 
@@ -245,35 +243,26 @@ static qcoll_status_t resolve_device(qcoll_comm_t comm,
   return QCOLL_OK;
 }
 
-static qcoll_status_t init_gpu(qcoll_comm_t comm) {
-#ifdef QCOLL_HAVE_CUDA
-  if (comm->ctx.device < 0) return QCOLL_OK;
-  qcoll__device_guard_t guard;
-  qcoll_status_t st = qcoll__device_guard_enter(&comm->ctx, &guard);
-  if (st != QCOLL_OK) return st;
-  st = qcoll__cuda_comm_init(&comm->ctx);
-  qcoll__device_guard_exit(&comm->ctx, &guard);
-  return st;
-#else
+/* Every backend's collective set-up, in the list's order (host first). */
+static qcoll_status_t init_backends(qcoll_comm_t comm) {
+  for (int i = 0; i < QCOLL__BACKEND_COUNT; i++) {
+    const qcoll__backend_t *b = qcoll__backends[i];
+    if (!b->init) continue;
+    qcoll_status_t st = b->init(&comm->ctx);
+    if (st != QCOLL_OK) return st;
+  }
   return QCOLL_OK;
-#endif
 }
 
-static void free_gpu_state(qcoll_comm_t comm) {
-  if (comm->ctx.device < 0) return;
-  qcoll__device_guard_t guard;
-  if (qcoll__device_guard_enter(&comm->ctx, &guard) != QCOLL_OK) return;
-  qcoll__nccl_comm_destroy(&comm->ctx);
-#ifdef QCOLL_HAVE_CUDA
-  if (comm->ctx.cuda) qcoll__cuda_comm_destroy(&comm->ctx);
-#endif
-  qcoll__device_guard_exit(&comm->ctx, &guard);
+/* Backwards: a backend may still use the ones before it while it stops. */
+static void destroy_backends(qcoll_comm_t comm) {
+  for (int i = QCOLL__BACKEND_COUNT - 1; i >= 0; i--)
+    if (qcoll__backends[i]->destroy) qcoll__backends[i]->destroy(&comm->ctx);
 }
 
 static void free_comm(qcoll_comm_t comm) {
   if (!comm) return;
-  free_gpu_state(comm);
-  if (comm->ctx.shm) qcoll__shm_destroy(&comm->ctx);
+  destroy_backends(comm);
   if (comm->ctx.bootstrap) qcoll__bootstrap_destroy(comm->ctx.bootstrap);
   comm->ctx.bootstrap = NULL;
   free(comm->ctx.local_ranks);
@@ -336,8 +325,7 @@ qcoll_status_t qcoll_comm_init_rank(qcoll_comm_t *out, int nranks,
   QCHECK(resolve_device(comm, &config));
   QCHECK(qcoll__bootstrap_init(&comm->ctx, id, &comm->ctx.bootstrap));
   QCHECK(exchange_host_ids(comm));
-  QCHECK(qcoll__shm_init(&comm->ctx));
-  QCHECK(init_gpu(comm));
+  QCHECK(init_backends(comm));
   QCHECK(qcoll__bootstrap_barrier(comm->ctx.bootstrap));
   QLOG_INFO(&comm->ctx, INIT,
             "communicator ready: rank %d of %d, %d rank(s) on host '%s' (%d "
@@ -553,11 +541,9 @@ qcoll_status_t qcoll_comm_abort(qcoll_comm_t comm) {
   int prev = atomic_exchange(&comm->ctx.state, QCOLL_COMM_ABORTED);
   if (prev == QCOLL_COMM_ABORTED) return QCOLL_OK;
   QLOG_WARN(&comm->ctx, INIT, "communicator aborted");
-#ifdef QCOLL_HAVE_CUDA
-  /* A store to host-mapped memory: kernels waiting on peers stop. */
-  if (comm->ctx.cuda) qcoll__cuda_signal_abort(&comm->ctx);
-#endif
-  if (comm->ctx.shm) qcoll__shm_signal_abort(&comm->ctx);
+  for (int i = QCOLL__BACKEND_COUNT - 1; i >= 0; i--)
+    if (qcoll__backends[i]->signal_abort)
+      qcoll__backends[i]->signal_abort(&comm->ctx);
   if (comm->ctx.bootstrap) qcoll__bootstrap_abort(comm->ctx.bootstrap);
   return QCOLL_OK;
 }
@@ -586,12 +572,10 @@ qcoll_status_t qcoll_comm_get_async_error(qcoll_comm_t comm,
   if (!status)
     return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "qcoll_comm_get_async_error: status is NULL");
-#ifdef QCOLL_HAVE_CUDA
-  if (comm->ctx.cuda && comm->ctx.async_error == QCOLL_OK)
-    comm->ctx.async_error = qcoll__cuda_poll_async_error(&comm->ctx);
-#endif
-  if (comm->ctx.nccl && comm->ctx.async_error == QCOLL_OK)
-    comm->ctx.async_error = qcoll__nccl_poll_async_error(&comm->ctx);
+  for (int i = 0; i < QCOLL__BACKEND_COUNT; i++)
+    if (qcoll__backends[i]->poll_async_error &&
+        comm->ctx.async_error == QCOLL_OK)
+      comm->ctx.async_error = qcoll__backends[i]->poll_async_error(&comm->ctx);
   /* Work that failed on the device leaves the protocol half done. */
   if (comm->ctx.async_error != QCOLL_OK) qcoll__ctx_mark_broken(&comm->ctx);
   *status = comm->ctx.async_error;

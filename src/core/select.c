@@ -10,19 +10,6 @@
 
 #include "../base/config.h"
 
-const char *qcoll__path_name(qcoll__path_t path) {
-  static const char *names[] = {"host", "oneshot", "twoshot",
-                                "nccl", "staged",  "ipc"};
-  return (unsigned)path < QCOLL__PATH_COUNT ? names[path] : "invalid";
-}
-
-bool qcoll__ipc_kernel_supports(qcoll_dtype_t dtype, qcoll_op_t op) {
-  bool dtype_ok =
-      dtype == QCOLL_F16 || dtype == QCOLL_BF16 || dtype == QCOLL_F32;
-  bool op_ok = op == QCOLL_SUM || op == QCOLL_MIN || op == QCOLL_MAX;
-  return dtype_ok && op_ok;
-}
-
 /* One row: a predicate over the call and the path it gives. */
 typedef struct row {
   const char *when; /* the condition, as printed by qcoll-info */
