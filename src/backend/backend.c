@@ -5,6 +5,7 @@
 #include "../coll/host/host_coll.h"
 #include "../runtime/runtime.h"
 #include "../transport/cuda_ipc.h"
+#include "cuda_ipc_launch.h"
 
 const qcoll__backend_t *const qcoll__backends[QCOLL__BACKEND_COUNT] = {
     &qcoll__backend_host, &qcoll__backend_staged, &qcoll__backend_ipc,

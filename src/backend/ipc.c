@@ -7,6 +7,7 @@
 
 #include "../runtime/runtime.h"
 #include "../transport/cuda_ipc.h"
+#include "cuda_ipc_launch.h"
 
 #ifdef QCOLL_HAVE_CUDA
 
