@@ -33,7 +33,7 @@ _STATUS_NAMES = {
     ERR_CUDA: "CUDA error",
     ERR_NCCL: "NCCL error",
     ERR_OUT_OF_MEMORY: "out of memory",
-    ERR_MISMATCH: "mismatch",
+    ERR_MISMATCH: "mismatch between ranks",
     ERR_BOOTSTRAP: "bootstrap error",
     ERR_INTERNAL: "internal error",
 }

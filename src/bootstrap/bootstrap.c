@@ -56,7 +56,7 @@
 #define RING_REPORT_READ_S 0.5
 
 struct qcoll__bootstrap {
-  qcoll_comm_t comm;
+  qcoll__ctx_t *comm;
   int rank, nranks;
   int next_fd, prev_fd; /* -1 in a world of one */
   int abort_pipe[2];    /* a byte in it unblocks every wait */
@@ -109,7 +109,7 @@ static void bs_free(qcoll__bootstrap_t *bs) {
   free(bs);
 }
 
-static qcoll__bootstrap_t *bs_new(qcoll_comm_t comm) {
+static qcoll__bootstrap_t *bs_new(qcoll__ctx_t *comm) {
   qcoll__bootstrap_t *bs = calloc(1, sizeof *bs);
   if (!bs) return NULL;
   bs->comm = comm;
@@ -130,7 +130,7 @@ static qcoll__bootstrap_t *bs_new(qcoll_comm_t comm) {
 /* ---- joining the rendezvous ----------------------------------------- */
 
 typedef struct join {
-  qcoll_comm_t comm;
+  qcoll__ctx_t *comm;
   qcoll__io_t io;
   qcoll__boot_id_t id;
   char root_str[QCOLL__ADDRSTR_MAX];
@@ -142,7 +142,7 @@ typedef struct join {
 
 static qcoll_status_t join_error(join_t *j, qcoll__io_result_t r, int err,
                                  const char *doing, double waited) {
-  qcoll_comm_t comm = j->comm;
+  qcoll__ctx_t *comm = j->comm;
   switch (r) {
     case QCOLL__IO_ABORTED:
       return qcoll__error(comm, QCOLL_ERR_ABORTED,
@@ -181,7 +181,7 @@ static qcoll_status_t join_listen_address(join_t *j, int port) {
 }
 
 static qcoll_status_t join_connect(join_t *j, int *listen_port) {
-  qcoll_comm_t comm = j->comm;
+  qcoll__ctx_t *comm = j->comm;
   if (comm->nranks != 1) {
     int err =
         qcoll__sock_listen(j->id.root.family, 0, &j->listen_fd, listen_port);
@@ -193,14 +193,14 @@ static qcoll_status_t join_connect(join_t *j, int *listen_port) {
   }
   int err = 0;
   qcoll__io_result_t r = qcoll__io_connect(
-      &j->io, &j->id.root, qcoll__comm_deadline(comm), true, &j->root_fd, &err);
+      &j->io, &j->id.root, qcoll__ctx_deadline(comm), true, &j->root_fd, &err);
   if (r != QCOLL__IO_OK)
     return join_error(j, r, err, "connecting to the root", comm->timeout_s);
   return QCOLL_OK;
 }
 
 static qcoll_status_t join_send_hello(join_t *j) {
-  qcoll_comm_t comm = j->comm;
+  qcoll__ctx_t *comm = j->comm;
   qcoll__boot_hello_t h;
   memset(&h, 0, sizeof h);
   memcpy(h.secret, j->id.secret, sizeof h.secret);
@@ -211,7 +211,7 @@ static qcoll_status_t join_send_hello(join_t *j) {
   size_t n = qcoll__msg_encode_hello(&h, buf, sizeof buf);
   int err = 0;
   qcoll__io_result_t r = qcoll__io_send_all(&j->io, j->root_fd, buf, n,
-                                            qcoll__comm_deadline(comm), &err);
+                                            qcoll__ctx_deadline(comm), &err);
   if (r != QCOLL__IO_OK)
     return join_error(j, r, err, "sending the hello to the root",
                       comm->timeout_s);
@@ -219,7 +219,7 @@ static qcoll_status_t join_send_hello(join_t *j) {
 }
 
 static qcoll_status_t join_read_reply(join_t *j) {
-  qcoll_comm_t comm = j->comm;
+  qcoll__ctx_t *comm = j->comm;
   double wait_s = comm->timeout_s + QCOLL__BOOT_GRACE_S;
   qcoll__deadline_t deadline = qcoll__deadline_in(wait_s);
   const char *doing = "waiting for the root's answer";
@@ -268,12 +268,12 @@ static qcoll_status_t join_read_reply(join_t *j) {
 
 static qcoll_status_t ring_connect_next(qcoll__bootstrap_t *bs,
                                         const qcoll__boot_addr_t *addr) {
-  qcoll_comm_t comm = bs->comm;
+  qcoll__ctx_t *comm = bs->comm;
   qcoll__io_t io = bs_io(bs);
   int next = (bs->rank + 1) % bs->nranks, err = 0;
   char where[QCOLL__ADDRSTR_MAX];
   qcoll__addr_format(addr, where, sizeof where);
-  qcoll__deadline_t deadline = qcoll__comm_deadline(comm);
+  qcoll__deadline_t deadline = qcoll__ctx_deadline(comm);
   /* The peer listened before it said hello to the root, so a refusal means
    * it is gone: no retry. */
   qcoll__io_result_t r =
@@ -327,11 +327,11 @@ static bool ring_hello_ok(const qcoll__bootstrap_t *bs,
 
 /* Accept connections on listen_fd until rank-1 has authenticated. */
 static qcoll_status_t ring_accept_prev(qcoll__bootstrap_t *bs, int listen_fd) {
-  qcoll_comm_t comm = bs->comm;
+  qcoll__ctx_t *comm = bs->comm;
   qcoll__io_t io = bs_io(bs);
   int prev = (bs->rank - 1 + bs->nranks) % bs->nranks;
   double hello_s = QCOLL_MIN(comm->timeout_s, QCOLL__BOOT_HELLO_DEADLINE_S);
-  qcoll__deadline_t deadline = qcoll__comm_deadline(comm);
+  qcoll__deadline_t deadline = qcoll__ctx_deadline(comm);
   qcoll__pending_pool_t pool;
   if (!qcoll__pending_pool_init(&pool, RING_PENDING_MAX))
     return qcoll__error(comm, QCOLL_ERR_OUT_OF_MEMORY,
@@ -428,7 +428,7 @@ static qcoll_status_t ring_build(qcoll__bootstrap_t *bs, join_t *j) {
   return ring_accept_prev(bs, j->listen_fd);
 }
 
-qcoll_status_t qcoll__bootstrap_init(qcoll_comm_t comm,
+qcoll_status_t qcoll__bootstrap_init(qcoll__ctx_t *comm,
                                      const qcoll_unique_id_t *id,
                                      qcoll__bootstrap_t **out) {
   if (!comm || !id || !out)
@@ -494,7 +494,7 @@ static int prev_rank(const qcoll__bootstrap_t *bs) {
   return (bs->rank - 1 + bs->nranks) % bs->nranks;
 }
 
-static void copy_last_error(qcoll_comm_t comm, char *out, size_t n) {
+static void copy_last_error(qcoll__ctx_t *comm, char *out, size_t n) {
   pthread_mutex_lock(&comm->error_lock);
   snprintf(out, n, "%s", comm->last_error);
   pthread_mutex_unlock(&comm->error_lock);
@@ -596,7 +596,7 @@ static qcoll_status_t ring_failed(qcoll__bootstrap_t *bs, qcoll_status_t st) {
     note_failure(bs, "rank %d: %s", bs->rank, last);
   }
   ring_report_and_shut(bs, RING_REPORT_SEND_S);
-  if (st != QCOLL_ERR_ABORTED) qcoll__comm_mark_broken(bs->comm);
+  if (st != QCOLL_ERR_ABORTED) qcoll__ctx_mark_broken(bs->comm);
   return st;
 }
 
@@ -605,7 +605,7 @@ static qcoll_status_t ring_failed(qcoll__bootstrap_t *bs, qcoll_status_t st) {
  * RING_REPORT_READ_S and fails with its text; or says why it could not. */
 static qcoll_status_t take_report(qcoll__bootstrap_t *bs, int fd, int peer,
                                   uint8_t *buf, size_t have, const char *what) {
-  qcoll_comm_t comm = bs->comm;
+  qcoll__ctx_t *comm = bs->comm;
   qcoll__io_t io = bs_io(bs);
   qcoll__deadline_t deadline = qcoll__deadline_in(RING_REPORT_READ_S);
   const size_t hdr = QCOLL__BOOT_RING_ERROR_MIN_BYTES;
@@ -671,7 +671,7 @@ static qcoll_status_t take_back_report(qcoll__bootstrap_t *bs,
 
 static qcoll_status_t ring_check_usable(qcoll__bootstrap_t *bs,
                                         const char *what) {
-  if (atomic_load(&bs->aborted) || qcoll__comm_aborted(bs->comm))
+  if (atomic_load(&bs->aborted) || qcoll__ctx_aborted(bs->comm))
     return qcoll__error(bs->comm, QCOLL_ERR_ABORTED,
                         "bootstrap %s: the communicator was aborted", what);
   if (bs->broken)
@@ -821,7 +821,7 @@ static qcoll_status_t check_header(qcoll__bootstrap_t *bs, const uint8_t *hdr,
  * earlier steps proves that the relays between entered the collective. */
 static qcoll_status_t recv_timeout(qcoll__bootstrap_t *bs, const ring_step_t *s,
                                    const char *what) {
-  qcoll_comm_t comm = bs->comm;
+  qcoll__ctx_t *comm = bs->comm;
   int prev = prev_rank(bs), origin = s->origin;
   char relay[96] = "";
   if (s->kind == QCOLL__BOOT_DATA_BROADCAST && origin == prev)
@@ -846,7 +846,7 @@ static qcoll_status_t recv_timeout(qcoll__bootstrap_t *bs, const ring_step_t *s,
 static qcoll_status_t step_error(qcoll__bootstrap_t *bs, const ring_step_t *s,
                                  qcoll__io_result_t r, int err, bool sending,
                                  const char *what) {
-  qcoll_comm_t comm = bs->comm;
+  qcoll__ctx_t *comm = bs->comm;
   int peer = sending ? next_rank(bs) : prev_rank(bs);
   switch (r) {
     case QCOLL__IO_ABORTED:
@@ -938,7 +938,7 @@ static qcoll_status_t ring_run(qcoll__bootstrap_t *bs, const ring_step_t *s,
 static qcoll_status_t allgather_steps(qcoll__bootstrap_t *bs, uint8_t *base,
                                       size_t bytes, const char *what) {
   int n = bs->nranks;
-  qcoll__deadline_t deadline = qcoll__comm_deadline(bs->comm);
+  qcoll__deadline_t deadline = qcoll__ctx_deadline(bs->comm);
   /* Step s passes on the block that arrived at step s-1 (our own first). */
   for (int step = 0; step < n - 1; step++) {
     int send_block = (bs->rank - step + n) % n;
@@ -979,7 +979,7 @@ static qcoll_status_t broadcast_steps(qcoll__bootstrap_t *bs, void *data,
                                       size_t bytes, int root,
                                       const char *what) {
   int n = bs->nranks;
-  qcoll__deadline_t deadline = qcoll__comm_deadline(bs->comm);
+  qcoll__deadline_t deadline = qcoll__ctx_deadline(bs->comm);
   ring_step_t s = {false,          false,          QCOLL__BOOT_DATA_BROADCAST,
                    (uint32_t)root, (uint32_t)root, data,
                    data,           bytes,          root};
@@ -1018,7 +1018,7 @@ static qcoll_status_t barrier_steps(qcoll__bootstrap_t *bs, const char *what) {
    * the ring, from every other rank that entered the barrier.  Step s
    * brings the arrival of rank - s - 1. */
   int n = bs->nranks;
-  qcoll__deadline_t deadline = qcoll__comm_deadline(bs->comm);
+  qcoll__deadline_t deadline = qcoll__ctx_deadline(bs->comm);
   for (int step = 0; step < n - 1; step++) {
     ring_step_t s = {true,
                      true,

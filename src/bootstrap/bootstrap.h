@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../core/comm.h"
+#include "../base/context.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -58,7 +58,7 @@ qcoll_status_t qcoll__bootstrap_make_id(const char *addr, int port,
 
 /* Join the rendezvous as comm->rank of comm->nranks, then build the ring.
  * Errors are recorded on comm. */
-qcoll_status_t qcoll__bootstrap_init(qcoll_comm_t comm,
+qcoll_status_t qcoll__bootstrap_init(qcoll__ctx_t *comm,
                                      const qcoll_unique_id_t *id,
                                      qcoll__bootstrap_t **out);
 

@@ -33,7 +33,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../core/config.h"
+#include "../base/config.h"
 #include "bootstrap.h"
 #include "message.h"
 #include "socket.h"

@@ -201,7 +201,7 @@ int qcoll__sock_accept(int listen_fd, char *peer, size_t peer_size) {
 /* ---- waits -------------------------------------------------------- */
 
 bool qcoll__io_aborted(const qcoll__io_t *io) {
-  if (io->comm && qcoll__comm_aborted(io->comm)) return true;
+  if (io->comm && qcoll__ctx_aborted(io->comm)) return true;
   if (io->abort_fd >= 0) {
     struct pollfd p = {io->abort_fd, POLLIN, 0};
     if (poll(&p, 1, 0) > 0 && (p.revents & POLLIN)) return true;
@@ -215,7 +215,7 @@ qcoll__io_result_t qcoll__io_poll(const qcoll__io_t *io, struct pollfd *fds,
   fds[n].events = POLLIN;
   for (;;) {
     fds[n].revents = 0;
-    if (io->comm && qcoll__comm_aborted(io->comm)) return QCOLL__IO_ABORTED;
+    if (io->comm && qcoll__ctx_aborted(io->comm)) return QCOLL__IO_ABORTED;
     double left = qcoll__deadline_left(deadline);
     if (left <= 0) return QCOLL__IO_TIMEOUT;
     int ms = (int)(left * 1000.0) + 1;

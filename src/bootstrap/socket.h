@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <sys/socket.h>
 
-#include "../core/comm.h"
+#include "../base/context.h"
 #include "message.h"
 
 #ifdef __cplusplus
@@ -52,7 +52,7 @@ int qcoll__sock_accept(int listen_fd, char *peer, size_t peer_size);
 /* ---- waits with a deadline ---------------------------------------- */
 
 typedef struct qcoll__io {
-  qcoll_comm_t comm; /* checked for abort; NULL in the root thread */
+  qcoll__ctx_t *comm; /* checked for abort; NULL in the root thread */
   int abort_fd;      /* readable once aborted; -1 for none */
 } qcoll__io_t;
 

@@ -164,6 +164,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../base/dtype.h"
 #include "qcoll.h"
 
 #if !defined(__CUDA_ARCH__) && defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD != 0
@@ -203,32 +204,18 @@ extern "C" {
 
 /* ---- single correctly rounded binary32 operations ------------------- */
 
+/* Bit casts and the product: base/dtype.h's, shared with the f16/bf16
+ * conversions. */
 QCOLL_HD float qcoll__codec_bits_to_f32(uint32_t u) {
-#ifdef __CUDA_ARCH__
-  return __uint_as_float(u);
-#else
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-#endif
+  return qcoll__bits_to_f32(u);
 }
 
 QCOLL_HD uint32_t qcoll__codec_f32_to_bits(float f) {
-#ifdef __CUDA_ARCH__
-  return __float_as_uint(f);
-#else
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return u;
-#endif
+  return qcoll__f32_to_bits(f);
 }
 
 QCOLL_HD float qcoll__codec_mul(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
+  return qcoll__mul_rn_f32(a, b);
 }
 
 QCOLL_HD float qcoll__codec_div(float a, float b) {

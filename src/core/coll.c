@@ -7,23 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../backend/backend.h"
+#include "../base/config.h"
 #include "../bootstrap/bootstrap.h"
-#include "../coll/host/host_coll.h"
 #include "../runtime/runtime.h"
-#include "../transport/cuda_ipc.h"
-#include "../transport/nccl.h"
 #include "comm.h"
-#include "config.h"
 #include "select.h"
-#include "staging.h"
 
 /* The collectives, as the selection table names them. */
 typedef qcoll__coll_t coll_kind_t;
 
-static const char *const coll_fn[] = {
-    "qcoll_all_reduce", "qcoll_reduce",         "qcoll_broadcast",
-    "qcoll_all_gather", "qcoll_reduce_scatter", "qcoll_all_to_all",
-    "qcoll_send",       "qcoll_recv",           "qcoll_barrier"};
 
 typedef struct call {
   coll_kind_t kind;
@@ -44,28 +37,27 @@ typedef struct call {
 } call_t;
 
 static bool is_reduction(coll_kind_t k) {
-  return k == QCOLL__COLL_ALL_REDUCE || k == QCOLL__COLL_REDUCE ||
-         k == QCOLL__COLL_REDUCE_SCATTER;
+  return qcoll__coll_reduces(k);
 }
 static bool has_root(coll_kind_t k) {
-  return k == QCOLL__COLL_REDUCE || k == QCOLL__COLL_BROADCAST;
+  return qcoll__coll_rooted(k);
 }
 static bool is_p2p(coll_kind_t k) {
-  return k == QCOLL__COLL_SEND || k == QCOLL__COLL_RECV;
+  return qcoll__coll_p2p(k);
 }
 
 /* Bytes read from sendbuf and written to recvbuf by this rank. */
 static qcoll_status_t compute_sizes(qcoll_comm_t comm, call_t *c) {
-  const char *fn = coll_fn[c->kind];
+  const char *fn = qcoll__coll_fn(c->kind);
   size_t elem = qcoll_dtype_size(c->dtype), bytes, wide;
   if (!qcoll__mul_size(c->count, elem, &bytes) ||
-      !qcoll__mul_size(bytes, (size_t)comm->nranks, &wide) ||
+      !qcoll__mul_size(bytes, (size_t)comm->ctx.nranks, &wide) ||
       wide > (SIZE_MAX >> 1))
-    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: count %zu of %s overflows the byte size with %d "
                         "ranks",
-                        fn, c->count, qcoll_dtype_name(c->dtype), comm->nranks);
-  bool root = c->root == comm->rank;
+                        fn, c->count, qcoll_dtype_name(c->dtype), comm->ctx.nranks);
+  bool root = c->root == comm->ctx.rank;
   switch (c->kind) {
     case QCOLL__COLL_ALL_GATHER:
       c->send_bytes = bytes;
@@ -102,40 +94,40 @@ static qcoll_status_t compute_sizes(qcoll_comm_t comm, call_t *c) {
 }
 
 static qcoll_status_t check_enums(qcoll_comm_t comm, const call_t *c) {
-  const char *fn = coll_fn[c->kind];
+  const char *fn = qcoll__coll_fn(c->kind);
   if (c->kind == QCOLL__COLL_BARRIER) return QCOLL_OK;
   if ((unsigned)c->dtype >= QCOLL_DTYPE_COUNT)
-    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: dtype %d is not a qcoll_dtype_t (0..%d)", fn,
                         (int)c->dtype, QCOLL_DTYPE_COUNT - 1);
   if (is_reduction(c->kind) && (unsigned)c->op >= QCOLL_OP_COUNT)
-    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: op %d is not a qcoll_op_t (0..%d)", fn, (int)c->op,
                         QCOLL_OP_COUNT - 1);
   if ((has_root(c->kind) || is_p2p(c->kind)) &&
-      (c->root < 0 || c->root >= comm->nranks))
+      (c->root < 0 || c->root >= comm->ctx.nranks))
     return qcoll__error(
-        comm, QCOLL_ERR_INVALID_ARGUMENT, "%s: %s %d is out of range [0, %d)",
-        fn, is_p2p(c->kind) ? "peer" : "root", c->root, comm->nranks);
-  if (is_p2p(c->kind) && c->root == comm->rank)
-    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+        &comm->ctx, QCOLL_ERR_INVALID_ARGUMENT, "%s: %s %d is out of range [0, %d)",
+        fn, is_p2p(c->kind) ? "peer" : "root", c->root, comm->ctx.nranks);
+  if (is_p2p(c->kind) && c->root == comm->ctx.rank)
+    return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: peer %d is this rank itself", fn, c->root);
   if ((unsigned)c->algo >= QCOLL_ALGO_COUNT)
-    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: algo %d is not a qcoll_algo_t", fn, (int)c->algo);
   if ((unsigned)c->quant >= QCOLL_QUANT_COUNT)
-    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: quant %d is not a qcoll_quant_t", fn,
                         (int)c->quant);
   if (c->kind != QCOLL__COLL_ALL_REDUCE &&
       (c->algo == QCOLL_ALGO_ONESHOT || c->algo == QCOLL_ALGO_TWOSHOT))
-    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_UNSUPPORTED,
                         "%s_ex: %s is an all_reduce algorithm (use auto, host, "
                         "nccl or ipc)",
                         fn, qcoll_algo_name(c->algo));
   if (c->kind != QCOLL__COLL_ALL_REDUCE && c->quant != QCOLL_QUANT_DEFAULT &&
       c->quant != QCOLL_QUANT_NONE)
-    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_UNSUPPORTED,
                         "%s_ex: quantisation %s serves all_reduce only (use "
                         "QCOLL_QUANT_DEFAULT or NONE)",
                         fn, qcoll_quant_name(c->quant));
@@ -148,18 +140,18 @@ static bool ranges_overlap(const void *a, size_t na, const void *b, size_t nb) {
 }
 
 static qcoll_status_t check_pointers(qcoll_comm_t comm, const call_t *c) {
-  const char *fn = coll_fn[c->kind];
+  const char *fn = qcoll__coll_fn(c->kind);
   if (c->send_bytes && !c->sendbuf)
-    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: sendbuf is NULL but %zu bytes are to be sent", fn,
                         c->send_bytes);
   if (c->recv_bytes && !c->recvbuf)
-    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: recvbuf is NULL but %zu bytes are to be received",
                         fn, c->recv_bytes);
   if (c->kind == QCOLL__COLL_ALL_TO_ALL &&
       ranges_overlap(c->sendbuf, c->send_bytes, c->recvbuf, c->recv_bytes))
-    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: sendbuf and recvbuf overlap (all-to-all cannot "
                         "run in place)",
                         fn);
@@ -169,17 +161,17 @@ static qcoll_status_t check_pointers(qcoll_comm_t comm, const call_t *c) {
    * read data already overwritten. */
   if (c->kind == QCOLL__COLL_ALL_GATHER && c->sendbuf != c->recvbuf &&
       (const char *)c->sendbuf !=
-          (char *)c->recvbuf + (size_t)comm->rank * block &&
+          (char *)c->recvbuf + (size_t)comm->ctx.rank * block &&
       ranges_overlap(c->sendbuf, c->send_bytes, c->recvbuf, c->recv_bytes))
-    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: sendbuf overlaps recvbuf but is not the in-place "
                         "slot recvbuf + rank*sendcount",
                         fn);
   if (c->kind == QCOLL__COLL_REDUCE_SCATTER &&
       (const char *)c->recvbuf !=
-          (const char *)c->sendbuf + (size_t)comm->rank * block &&
+          (const char *)c->sendbuf + (size_t)comm->ctx.rank * block &&
       ranges_overlap(c->sendbuf, c->send_bytes, c->recvbuf, c->recv_bytes))
-    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: recvbuf overlaps sendbuf but is not the in-place "
                         "slot sendbuf + rank*recvcount",
                         fn);
@@ -187,7 +179,7 @@ static qcoll_status_t check_pointers(qcoll_comm_t comm, const call_t *c) {
        c->kind == QCOLL__COLL_BROADCAST) &&
       c->sendbuf != c->recvbuf &&
       ranges_overlap(c->sendbuf, c->send_bytes, c->recvbuf, c->recv_bytes))
-    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: sendbuf and recvbuf overlap without being equal",
                         fn);
   (void)elem;
@@ -197,7 +189,7 @@ static qcoll_status_t check_pointers(qcoll_comm_t comm, const call_t *c) {
 /* Decide host or GPU from where the buffers live, and check that GPU
  * buffers and the stream belong to the communicator's device. */
 static qcoll_status_t place_call(qcoll_comm_t comm, call_t *c) {
-  const char *fn = coll_fn[c->kind];
+  const char *fn = qcoll__coll_fn(c->kind);
   const qcoll__runtime_t *rt = qcoll__runtime();
   int send_dev = -1, recv_dev = -1;
   qcoll_status_t st;
@@ -206,37 +198,37 @@ static qcoll_status_t place_call(qcoll_comm_t comm, call_t *c) {
   if (c->recv_bytes && (st = rt->pointer_device(c->recvbuf, &recv_dev)))
     return st;
   if (c->send_bytes && c->recv_bytes && send_dev != recv_dev)
-    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: sendbuf is on %s %d but recvbuf is on %s %d", fn,
                         send_dev < 0 ? "host" : "device", send_dev,
                         recv_dev < 0 ? "host" : "device", recv_dev);
   c->device = c->send_bytes ? send_dev : recv_dev;
   /* A barrier with a stream on a GPU communicator is ordered on the stream:
    * it runs where GPU calls run. */
-  if (c->kind == QCOLL__COLL_BARRIER && c->stream && comm->device >= 0)
-    c->device = comm->device;
+  if (c->kind == QCOLL__COLL_BARRIER && c->stream && comm->ctx.device >= 0)
+    c->device = comm->ctx.device;
   if (c->device < 0) {
-    if (comm->nhosts > 1)
-      return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
+    if (comm->ctx.nhosts > 1)
+      return qcoll__error(&comm->ctx, QCOLL_ERR_UNSUPPORTED,
                           "%s: host buffers need every rank on one host, but "
                           "this communicator spans %d hosts",
-                          fn, comm->nhosts);
+                          fn, comm->ctx.nhosts);
     return QCOLL_OK;
   }
-  if (c->device != comm->device)
-    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+  if (c->device != comm->ctx.device)
+    return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: %s is on device %d but the communicator's device "
                         "is %d",
                         fn, c->send_bytes ? "sendbuf" : "recvbuf", c->device,
-                        comm->device);
+                        comm->ctx.device);
   if (c->stream) {
     int stream_dev = -1;
     if ((st = rt->stream_device(c->stream, &stream_dev))) return st;
-    if (stream_dev >= 0 && stream_dev != comm->device)
-      return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+    if (stream_dev >= 0 && stream_dev != comm->ctx.device)
+      return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                           "%s: stream belongs to device %d but the "
                           "communicator's device is %d",
-                          fn, stream_dev, comm->device);
+                          fn, stream_dev, comm->ctx.device);
   }
   return QCOLL_OK;
 }
@@ -258,10 +250,10 @@ static const char *signature_algo(const signature_t *s) {
 
 static qcoll_status_t check_signature(qcoll_comm_t comm, const call_t *c) {
   if (!comm->check_calls || is_p2p(c->kind)) return QCOLL_OK;
-  size_t n = (size_t)comm->nranks;
+  size_t n = (size_t)comm->ctx.nranks;
   signature_t *all = calloc(n, sizeof *all);
   if (!all)
-    return qcoll__error(comm, QCOLL_ERR_OUT_OF_MEMORY,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_OUT_OF_MEMORY,
                         "QCOLL_CHECK: cannot allocate %zu signatures", n);
   signature_t mine = {(int32_t)c->kind,
                       (int32_t)c->dtype,
@@ -270,99 +262,27 @@ static qcoll_status_t check_signature(qcoll_comm_t comm, const call_t *c) {
                       c->device < 0 ? 0 : 1,
                       c->device < 0 ? -1 : (int32_t)c->algo,
                       c->count};
-  all[comm->rank] = mine;
+  all[comm->ctx.rank] = mine;
   qcoll_status_t st =
-      qcoll__bootstrap_allgather(comm->bootstrap, all, sizeof *all);
+      qcoll__bootstrap_allgather(comm->ctx.bootstrap, all, sizeof *all);
   for (size_t r = 0; st == QCOLL_OK && r < n; r++) {
     const signature_t *s = &all[r];
     if (!memcmp(s, &mine, sizeof mine)) continue;
     st = qcoll__error(
-        comm, QCOLL_ERR_MISMATCH,
+        &comm->ctx, QCOLL_ERR_MISMATCH,
         "QCOLL_CHECK: rank %d called %s(count=%llu, dtype=%s, op=%s, root=%d, "
         "algo=%s) but rank %zu called %s(count=%llu, dtype=%s, op=%s, "
         "root=%d, algo=%s)",
-        comm->rank, coll_fn[mine.kind], (unsigned long long)mine.count,
+        comm->ctx.rank, qcoll__coll_fn(mine.kind), (unsigned long long)mine.count,
         qcoll_dtype_name((qcoll_dtype_t)mine.dtype),
         mine.op < 0 ? "-" : qcoll_op_name((qcoll_op_t)mine.op), mine.root,
         signature_algo(&mine), r,
-        (unsigned)s->kind <= QCOLL__COLL_BARRIER ? coll_fn[s->kind] : "?",
+        (unsigned)s->kind <= QCOLL__COLL_BARRIER ? qcoll__coll_fn(s->kind) : "?",
         (unsigned long long)s->count, qcoll_dtype_name((qcoll_dtype_t)s->dtype),
         s->op < 0 ? "-" : qcoll_op_name((qcoll_op_t)s->op), s->root,
         signature_algo(s));
   }
   free(all);
-  return st;
-}
-
-static qcoll_status_t run_host(qcoll_comm_t comm, const call_t *c,
-                               const void *send, void *recv) {
-  switch (c->kind) {
-    case QCOLL__COLL_ALL_REDUCE:
-      return qcoll__host_all_reduce(comm, send, recv, c->count, c->dtype,
-                                    c->op);
-    case QCOLL__COLL_REDUCE:
-      return qcoll__host_reduce(comm, send, recv, c->count, c->dtype, c->op,
-                                c->root);
-    case QCOLL__COLL_BROADCAST:
-      return qcoll__host_broadcast(comm, send, recv, c->count, c->dtype,
-                                   c->root);
-    case QCOLL__COLL_ALL_GATHER:
-      return qcoll__host_all_gather(comm, send, recv, c->count, c->dtype);
-    case QCOLL__COLL_REDUCE_SCATTER:
-      return qcoll__host_reduce_scatter(comm, send, recv, c->count, c->dtype,
-                                        c->op);
-    case QCOLL__COLL_ALL_TO_ALL:
-      return qcoll__host_all_to_all(comm, send, recv, c->count, c->dtype);
-    case QCOLL__COLL_SEND:
-      return qcoll__host_send(comm, send, c->count, c->dtype, c->root);
-    case QCOLL__COLL_RECV:
-      return qcoll__host_recv(comm, recv, c->count, c->dtype, c->root);
-    case QCOLL__COLL_BARRIER: return qcoll__host_barrier(comm);
-    case QCOLL__COLL_COUNT: break;
-  }
-  return qcoll__error(comm, QCOLL_ERR_INTERNAL, "unknown collective %d",
-                      (int)c->kind);
-}
-
-/* GPU buffers through host memory: copy in, run the host collective, copy
- * out.  Correct for every collective, dtype and op, but synchronous, so it
- * cannot be captured into a CUDA graph. */
-static qcoll_status_t run_staged(qcoll_comm_t comm, const call_t *c) {
-  const qcoll__runtime_t *rt = qcoll__runtime();
-  bool capturing = false;
-  qcoll_status_t st = rt->stream_is_capturing(c->stream, &capturing);
-  if (st != QCOLL_OK) return st;
-  if (capturing)
-    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
-                        "%s of %s/%s on GPU buffers runs through host memory "
-                        "and cannot be captured into a CUDA graph",
-                        coll_fn[c->kind], qcoll_dtype_name(c->dtype),
-                        is_reduction(c->kind) ? qcoll_op_name(c->op) : "-");
-  /* In-place layouts share one host block (staging.h). */
-  const qcoll__staging_t l = qcoll__staging_layout(
-      c->sendbuf, c->send_bytes, c->recvbuf, c->recv_bytes);
-  char *staging[2] = {NULL, NULL}, *send = NULL, *recv = NULL;
-  for (int b = 0; b < 2; b++)
-    if (l.block_bytes[b]) staging[b] = malloc(l.block_bytes[b]);
-  if (l.send_block >= 0 && staging[l.send_block])
-    send = staging[l.send_block] + l.send_offset;
-  if (l.recv_block >= 0 && staging[l.recv_block])
-    recv = staging[l.recv_block] + l.recv_offset;
-  size_t staged_bytes = l.block_bytes[0] + l.block_bytes[1];
-  if ((c->send_bytes && !send) || (c->recv_bytes && !recv)) {
-    st = qcoll__error(comm, QCOLL_ERR_OUT_OF_MEMORY,
-                      "%s: cannot allocate %zu bytes of host staging",
-                      coll_fn[c->kind], staged_bytes);
-    goto out;
-  }
-  if (c->send_bytes)
-    QCHECK(rt->memcpy_d2h(send, c->sendbuf, c->send_bytes, c->stream));
-  QCHECK(run_host(comm, c, send, recv));
-  if (c->recv_bytes)
-    QCHECK(rt->memcpy_h2d(c->recvbuf, recv, c->recv_bytes, c->stream));
-out:
-  free(staging[0]);
-  free(staging[1]);
   return st;
 }
 
@@ -383,75 +303,29 @@ static qcoll_algo_t resolve_algo(qcoll_comm_t comm, const call_t *c) {
                                                               : env;
 }
 
-static qcoll_status_t run_nccl(qcoll_comm_t comm, const call_t *c) {
-  switch (c->kind) {
-    case QCOLL__COLL_ALL_REDUCE:
-      return qcoll__nccl_all_reduce(comm, c->sendbuf, c->recvbuf, c->count,
-                                    c->dtype, c->op, c->stream);
-    case QCOLL__COLL_REDUCE:
-      return qcoll__nccl_reduce(comm, c->sendbuf, c->recvbuf, c->count,
-                                c->dtype, c->op, c->root, c->stream);
-    case QCOLL__COLL_BROADCAST:
-      return qcoll__nccl_broadcast(comm, c->sendbuf, c->recvbuf, c->count,
-                                   c->dtype, c->root, c->stream);
-    case QCOLL__COLL_ALL_GATHER:
-      return qcoll__nccl_all_gather(comm, c->sendbuf, c->recvbuf, c->count,
-                                    c->dtype, c->stream);
-    case QCOLL__COLL_REDUCE_SCATTER:
-      return qcoll__nccl_reduce_scatter(comm, c->sendbuf, c->recvbuf, c->count,
-                                        c->dtype, c->op, c->stream);
-    case QCOLL__COLL_ALL_TO_ALL:
-      return qcoll__nccl_all_to_all(comm, c->sendbuf, c->recvbuf, c->count,
-                                    c->dtype, c->stream);
-    case QCOLL__COLL_SEND:
-      return qcoll__nccl_send(comm, c->sendbuf, c->count, c->dtype, c->root,
-                              c->stream);
-    case QCOLL__COLL_RECV:
-      return qcoll__nccl_recv(comm, c->recvbuf, c->count, c->dtype, c->root,
-                              c->stream);
-    case QCOLL__COLL_BARRIER:
-    case QCOLL__COLL_COUNT: break;
-  }
-  return qcoll__error(comm, QCOLL_ERR_INTERNAL, "no NCCL path for %s",
-                      coll_fn[c->kind]);
-}
-
-static bool ipc_usable(qcoll_comm_t comm) {
-#ifdef QCOLL_HAVE_CUDA
-  return comm->cuda && qcoll__cuda_ipc_usable(comm);
-#else
-  return false;
-#endif
-}
-
-static int ipc_most_ranks_per_gpu(qcoll_comm_t comm) {
-#ifdef QCOLL_HAVE_CUDA
-  return comm->cuda ? qcoll__cuda_ipc_most_ranks_per_gpu(comm) : 0;
-#else
-  return 0;
-#endif
-}
-
 /* What the table sees.  Every input is the same on every rank (the NCCL
  * state changes only inside collective calls), so all ranks pick alike. */
 static qcoll__select_in_t selection_input(qcoll_comm_t comm, const call_t *c,
                                           bool nccl_ok) {
+  qcoll__caps_t ipc, nccl;
+  qcoll__backend_ipc.capabilities(&comm->ctx, &ipc);
+  qcoll__backend_nccl.capabilities(&comm->ctx, &nccl);
   qcoll__select_in_t in = {
       .coll = c->kind,
       .bytes = c->count * qcoll_dtype_size(c->dtype),
-      .nranks = comm->nranks,
+      .nranks = comm->ctx.nranks,
       .dtype = c->dtype,
       .op = c->op,
       .quant = c->quant,
       .gpu = true,
-      .ipc = ipc_usable(comm),
-      .ranks_per_gpu = ipc_most_ranks_per_gpu(comm),
+      .ipc = ipc.usable,
+      .ranks_per_gpu = ipc.ranks_per_gpu,
       .nccl = nccl_ok,
+      .config = &comm->ctx.config,
   };
   /* send/recv cannot create NCCL's communicator (only one pair calls them):
    * they use it only once a collective has made it. */
-  if (is_p2p(c->kind))
-    in.nccl = nccl_ok && qcoll__nccl_comm_state(comm) == QCOLL__NCCL_READY;
+  if (is_p2p(c->kind)) in.nccl = nccl_ok && nccl.ready;
   return in;
 }
 
@@ -472,100 +346,41 @@ static qcoll__path_t choose_path(qcoll_comm_t comm, const call_t *c,
   qcoll__select_in_t in = selection_input(comm, c, nccl_ok);
   int row = 0;
   qcoll__path_t path = qcoll__select(&in, &row);
-  QLOG_TRACE(comm, COLL, "%s %zu bytes %s/%s: row %d -> %s", coll_fn[c->kind],
+  QLOG_TRACE(&comm->ctx, COLL, "%s %zu bytes %s/%s: row %d -> %s", qcoll__coll_fn(c->kind),
              in.bytes, qcoll_dtype_name(c->dtype), qcoll_op_name(c->op), row,
              qcoll__path_name(path));
   return path;
 }
 
-static qcoll_status_t run_ipc(qcoll_comm_t comm, const call_t *c,
-                              qcoll__path_t path) {
-  /* Only all-reduces get here: check_enums refuses one-shot/two-shot for
-   * the others, QCOLL_ALGO's are ignored for them, and the table's rows
-   * give them to all-reduces alone. */
-  const char *why = NULL;
-  if (!ipc_usable(comm))
-    why = "CUDA IPC is not usable on this communicator (see the init log)";
-  else if (!qcoll__ipc_kernel_supports(c->dtype, c->op))
-    why = "the IPC kernels serve f16/bf16/f32 with sum/min/max only";
-  if (why)
-    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
-                        "%s: %s cannot serve %s/%s: %s", coll_fn[c->kind],
-                        qcoll__path_name(path), qcoll_dtype_name(c->dtype),
-                        qcoll_op_name(c->op), why);
-#ifdef QCOLL_HAVE_CUDA
-  /* Quantisation is a transfer hint: off below its size threshold, and for
-   * anything but sums when it came from the environment rather than the
-   * call (a per-call request for min/max is refused with a reason). */
-  qcoll_quant_t quant = c->quant;
-  /* Unquantised calls (the usual small ones) skip the environment. */
-  if (quant != QCOLL_QUANT_NONE &&
-      (c->count * qcoll_dtype_size(c->dtype) <
-           qcoll__env_bytes("QCOLL_QUANT_MIN_BYTES") ||
-       (c->op != QCOLL_SUM && !c->quant_per_call)))
+/* The call as the backend of path runs it, its transfer final.
+ * Quantisation is a transfer hint of the IPC all-reduce: off below its size
+ * threshold, and for anything but sums when it came from the environment
+ * rather than the call (a per-call request for min/max is refused by the
+ * kernels' entry with a reason). */
+static qcoll__call_t final_call(qcoll_comm_t comm, const call_t *c,
+                                qcoll__path_t path) {
+  bool ipc_all_reduce =
+      path == QCOLL__PATH_ONESHOT || path == QCOLL__PATH_TWOSHOT;
+  qcoll_quant_t quant = ipc_all_reduce ? c->quant : QCOLL_QUANT_NONE;
+  if (c->count * qcoll_dtype_size(c->dtype) <
+          comm->ctx.config.quant_min_bytes ||
+      (c->op != QCOLL_SUM && !c->quant_per_call))
     quant = QCOLL_QUANT_NONE;
-  return qcoll__cuda_all_reduce(
-      comm, c->sendbuf, c->recvbuf, c->count, c->dtype, c->op, c->stream,
-      path == QCOLL__PATH_ONESHOT ? QCOLL_ALGO_ONESHOT : QCOLL_ALGO_TWOSHOT,
-      quant);
-#else
-  return QCOLL_ERR_INTERNAL;
-#endif
-}
-
-/* A barrier ordered on a stream.  With the IPC kernels it is a kernel
- * barrier on the stream (capturable); otherwise the stream is drained
- * first, which cannot be captured.  Outside a capture the host also waits
- * for every rank, as qcoll_barrier promises. */
-static qcoll_status_t run_stream_barrier(qcoll_comm_t comm, const call_t *c,
-                                         bool on_ipc) {
-  bool capturing = false;
-  qcoll_status_t st =
-      qcoll__runtime()->stream_is_capturing(c->stream, &capturing);
-  if (st != QCOLL_OK) return st;
-#ifdef QCOLL_HAVE_CUDA
-  if (on_ipc) {
-    st = qcoll__cuda_collective(comm, QCOLL__COLL_BARRIER, NULL, NULL, 0,
-                                QCOLL_U8, QCOLL_SUM, 0, c->stream);
-  } else if (capturing) {
-    st = qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
-                      "qcoll_barrier: without CUDA IPC a barrier on a stream "
-                      "drains the stream on the host and cannot be captured "
-                      "into a CUDA graph");
-  } else {
-    st = qcoll__cuda_stream_wait(comm, c->stream);
-  }
-#else
-  (void)on_ipc;
-#endif
-  if (st != QCOLL_OK || capturing) return st;
-  return qcoll__host_barrier(comm);
-}
-
-/* Every collective, dtype and op on the IPC kernels of collectives.cu. */
-static qcoll_status_t run_ipc_coll(qcoll_comm_t comm, const call_t *c) {
-  if (!ipc_usable(comm))
-    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
-                        "%s: ipc cannot serve: CUDA IPC is not usable on this "
-                        "communicator (see the init log)",
-                        coll_fn[c->kind]);
-#ifdef QCOLL_HAVE_CUDA
-  switch (c->kind) {
-    case QCOLL__COLL_SEND:
-      return qcoll__cuda_send(comm, c->sendbuf, c->count, c->dtype, c->root,
-                              c->stream);
-    case QCOLL__COLL_RECV:
-      return qcoll__cuda_recv(comm, c->recvbuf, c->count, c->dtype, c->root,
-                              c->stream);
-    case QCOLL__COLL_BARRIER: return run_stream_barrier(comm, c, true);
-    default:
-      return qcoll__cuda_collective(comm, c->kind, c->sendbuf, c->recvbuf,
-                                    c->count, c->dtype, c->op, c->root,
-                                    c->stream);
-  }
-#else
-  return QCOLL_ERR_INTERNAL;
-#endif
+  qcoll__call_t call = {
+      .coll = c->kind,
+      .sendbuf = c->sendbuf,
+      .recvbuf = c->recvbuf,
+      .count = c->count,
+      .dtype = c->dtype,
+      .op = c->op,
+      .root = c->root,
+      .stream = c->stream,
+      .send_bytes = c->send_bytes,
+      .recv_bytes = c->recv_bytes,
+      .path = path,
+      .quant = quant,
+  };
+  return call;
 }
 
 /* GPU buffers: the selected path; when NCCL turns out to refuse the ranks
@@ -573,31 +388,27 @@ static qcoll_status_t run_ipc_coll(qcoll_comm_t comm, const call_t *c) {
  * A forced path that cannot serve is an error, never a silent detour. */
 static qcoll_status_t run_gpu(qcoll_comm_t comm, const call_t *c) {
   qcoll__device_guard_t guard;
-  qcoll_status_t st = qcoll__device_guard_enter(comm, &guard);
+  qcoll_status_t st = qcoll__device_guard_enter(&comm->ctx, &guard);
   if (st != QCOLL_OK) return st;
   bool forced = c->algo != QCOLL_ALGO_AUTO && c->kind != QCOLL__COLL_BARRIER;
-  bool nccl_ok = qcoll__nccl_comm_state(comm) != QCOLL__NCCL_REFUSED;
-  qcoll__path_t path = choose_path(comm, c, nccl_ok);
-  if (path == QCOLL__PATH_NCCL && !is_p2p(c->kind)) {
-    void *nccl_comm = NULL;
-    st = qcoll__nccl_comm_prepare(comm, c->stream, &nccl_comm);
-    if (st == QCOLL_ERR_UNSUPPORTED && !forced)
+  qcoll__caps_t nccl;
+  qcoll__backend_nccl.capabilities(&comm->ctx, &nccl);
+  qcoll__path_t path = choose_path(comm, c, nccl.usable);
+  qcoll__call_t call = final_call(comm, c, path);
+  const qcoll__backend_t *backend = qcoll__backend_for(path);
+  if (backend->prepare) {
+    st = backend->prepare(&comm->ctx, &call);
+    if (st == QCOLL_ERR_UNSUPPORTED && !forced) {
       path = choose_path(comm, c, false);
-    else if (st != QCOLL_OK)
+      call = final_call(comm, c, path);
+      backend = qcoll__backend_for(path);
+    } else if (st != QCOLL_OK) {
       goto out;
+    }
   }
-  switch (path) {
-    case QCOLL__PATH_ONESHOT:
-    case QCOLL__PATH_TWOSHOT: st = run_ipc(comm, c, path); break;
-    case QCOLL__PATH_NCCL: st = run_nccl(comm, c); break;
-    case QCOLL__PATH_IPC: st = run_ipc_coll(comm, c); break;
-    default:
-      st = c->kind == QCOLL__COLL_BARRIER ? run_stream_barrier(comm, c, false)
-                                          : run_staged(comm, c);
-      break;
-  }
+  st = backend->run(&comm->ctx, &call);
 out:
-  qcoll__device_guard_exit(comm, &guard);
+  qcoll__device_guard_exit(&comm->ctx, &guard);
   return st;
 }
 
@@ -607,10 +418,10 @@ static qcoll_status_t take_options(qcoll_comm_t comm, call_t *c) {
   const qcoll_options_t *o = c->opts;
   if (!o) return QCOLL_OK;
   if (o->size != sizeof *o)
-    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s_ex: opts->size is %zu, expected %zu (fill opts "
                         "with qcoll_options_init first)",
-                        coll_fn[c->kind], o->size, sizeof *o);
+                        qcoll__coll_fn(c->kind), o->size, sizeof *o);
   c->algo = o->algo;
   c->quant = o->quant;
   c->quant_per_call = o->quant != QCOLL_QUANT_DEFAULT;
@@ -618,7 +429,7 @@ static qcoll_status_t take_options(qcoll_comm_t comm, call_t *c) {
 }
 
 static qcoll_status_t run_call(qcoll_comm_t comm, call_t *c) {
-  qcoll_status_t st = qcoll__comm_check_usable(comm, coll_fn[c->kind]);
+  qcoll_status_t st = qcoll__comm_check_usable(comm, qcoll__coll_fn(c->kind));
   if (st != QCOLL_OK) return st;
   if ((st = take_options(comm, c)) || (st = check_enums(comm, c)) ||
       (st = compute_sizes(comm, c)) || (st = check_pointers(comm, c)) ||
@@ -633,13 +444,14 @@ static qcoll_status_t run_call(qcoll_comm_t comm, call_t *c) {
   bool moves_bytes = c->send_bytes || c->recv_bytes;
   if (c->device < 0 && moves_bytes && c->algo != QCOLL_ALGO_AUTO &&
       c->algo != QCOLL_ALGO_HOST)
-    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_UNSUPPORTED,
                         "%s: algorithm %s needs GPU buffers, these are host "
                         "memory",
-                        coll_fn[c->kind], qcoll_algo_name(c->algo));
+                        qcoll__coll_fn(c->kind), qcoll_algo_name(c->algo));
   if ((st = check_signature(comm, c))) return st;
-  if (c->device < 0) return run_host(comm, c, c->sendbuf, c->recvbuf);
-  return run_gpu(comm, c);
+  if (c->device >= 0) return run_gpu(comm, c);
+  qcoll__call_t call = final_call(comm, c, QCOLL__PATH_HOST);
+  return qcoll__backend_host.run(&comm->ctx, &call);
 }
 
 static call_t make_call(coll_kind_t kind, const void *sendbuf, void *recvbuf,

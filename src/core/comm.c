@@ -10,12 +10,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../backend/backend.h"
+#include "../base/config.h"
 #include "../bootstrap/bootstrap.h"
 #include "../runtime/runtime.h"
-#include "../transport/cuda_ipc.h"
-#include "../transport/nccl.h"
-#include "../transport/shm.h"
-#include "config.h"
 
 #define QCOLL_MAX_RANKS 65536
 
@@ -25,10 +23,12 @@ qcoll_status_t qcoll_get_unique_id(qcoll_unique_id_t *id) {
   if (!id)
     return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
                         "qcoll_get_unique_id: id is NULL");
+  qcoll__config_t env;
+  qcoll__config_read(&env);
   const char *addr = qcoll__env_str("QCOLL_ROOT_ADDR");
-  int port = (int)qcoll__env_int("QCOLL_ROOT_PORT");
-  return qcoll__bootstrap_root_start(addr && *addr ? addr : NULL, port, NULL,
-                                     qcoll__env_double("QCOLL_TIMEOUT"), id);
+  return qcoll__bootstrap_root_start(addr && *addr ? addr : NULL,
+                                     (int)env.root_port, NULL, env.timeout_s,
+                                     id);
 }
 
 qcoll_status_t qcoll_unique_id_to_hex(const qcoll_unique_id_t *id, char *out) {
@@ -124,26 +124,27 @@ qcoll_status_t qcoll__comm_check_usable(qcoll_comm_t comm, const char *fn) {
                         "%s: comm is not a live communicator (destroyed or "
                         "corrupt)",
                         fn);
-  switch (atomic_load(&comm->state)) {
+  switch (atomic_load(&comm->ctx.state)) {
     case QCOLL_COMM_LIVE: return QCOLL_OK;
     case QCOLL_COMM_ABORTED:
-      return qcoll__error(comm, QCOLL_ERR_ABORTED,
+      return qcoll__error(&comm->ctx, QCOLL_ERR_ABORTED,
                           "%s: the communicator was aborted", fn);
     case QCOLL_COMM_BROKEN:
-      return qcoll__error(comm, QCOLL_ERR_INVALID_USAGE,
+      return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_USAGE,
                           "%s: the communicator is broken by an earlier "
                           "failure (a peer failed or a wait timed out); "
                           "destroy it and create a new one",
                           fn);
     default:
-      return qcoll__error(comm, QCOLL_ERR_INVALID_USAGE,
+      return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_USAGE,
                           "%s: the communicator was destroyed", fn);
   }
 }
 
-void qcoll__comm_mark_broken(qcoll_comm_t comm) {
-  int live = QCOLL_COMM_LIVE;
-  atomic_compare_exchange_strong(&comm->state, &live, QCOLL_COMM_BROKEN);
+const char *qcoll_comm_last_error(qcoll_comm_t comm) {
+  if (!comm || comm->magic != QCOLL_COMM_MAGIC)
+    return "invalid or destroyed communicator";
+  return comm->ctx.last_error;
 }
 
 /* ---- init ----------------------------------------------------------- */
@@ -175,31 +176,31 @@ static void resolve_host_id(qcoll_comm_t comm, const qcoll_config_t *config) {
   const char *id = config->host_id;
   if (!id || !*id) id = qcoll__env_str("QCOLL_HOST_ID");
   if (id && *id) {
-    snprintf(comm->host_id, sizeof comm->host_id, "%s", id);
+    snprintf(comm->ctx.host_id, sizeof comm->ctx.host_id, "%s", id);
     return;
   }
-  if (gethostname(comm->host_id, sizeof comm->host_id) != 0)
-    snprintf(comm->host_id, sizeof comm->host_id, "localhost");
-  comm->host_id[sizeof comm->host_id - 1] = '\0';
+  if (gethostname(comm->ctx.host_id, sizeof comm->ctx.host_id) != 0)
+    snprintf(comm->ctx.host_id, sizeof comm->ctx.host_id, "localhost");
+  comm->ctx.host_id[sizeof comm->ctx.host_id - 1] = '\0';
 }
 
 /* Learn which ranks share this host: ranks with equal host ids. */
 static qcoll_status_t exchange_host_ids(qcoll_comm_t comm) {
-  size_t n = (size_t)comm->nranks;
+  size_t n = (size_t)comm->ctx.nranks;
   char *ids = calloc(n, QCOLL_HOST_ID_MAX);
   int *host_of = calloc(n, sizeof(int));
-  comm->local_ranks = calloc(n, sizeof(int));
+  comm->ctx.local_ranks = calloc(n, sizeof(int));
   qcoll_status_t st = QCOLL_OK;
-  if (!ids || !host_of || !comm->local_ranks) {
-    st = qcoll__error(comm, QCOLL_ERR_OUT_OF_MEMORY,
+  if (!ids || !host_of || !comm->ctx.local_ranks) {
+    st = qcoll__error(&comm->ctx, QCOLL_ERR_OUT_OF_MEMORY,
                       "cannot allocate the host table for %d ranks",
-                      comm->nranks);
+                      comm->ctx.nranks);
     goto out;
   }
-  memcpy(ids + (size_t)comm->rank * QCOLL_HOST_ID_MAX, comm->host_id,
+  memcpy(ids + (size_t)comm->ctx.rank * QCOLL_HOST_ID_MAX, comm->ctx.host_id,
          QCOLL_HOST_ID_MAX);
-  QCHECK(qcoll__bootstrap_allgather(comm->bootstrap, ids, QCOLL_HOST_ID_MAX));
-  comm->nhosts = 0;
+  QCHECK(qcoll__bootstrap_allgather(comm->ctx.bootstrap, ids, QCOLL_HOST_ID_MAX));
+  comm->ctx.nhosts = 0;
   for (size_t r = 0; r < n; r++) {
     ids[r * QCOLL_HOST_ID_MAX + QCOLL_HOST_ID_MAX - 1] = '\0';
     host_of[r] = -1;
@@ -208,14 +209,14 @@ static qcoll_status_t exchange_host_ids(qcoll_comm_t comm) {
         host_of[r] = host_of[q];
         break;
       }
-    if (host_of[r] < 0) host_of[r] = comm->nhosts++;
+    if (host_of[r] < 0) host_of[r] = comm->ctx.nhosts++;
   }
-  comm->host_index = host_of[comm->rank];
-  comm->local_size = 0;
+  comm->ctx.host_index = host_of[comm->ctx.rank];
+  comm->ctx.local_size = 0;
   for (size_t r = 0; r < n; r++)
-    if (host_of[r] == comm->host_index) {
-      if ((int)r == comm->rank) comm->local_rank = comm->local_size;
-      comm->local_ranks[comm->local_size++] = (int)r;
+    if (host_of[r] == comm->ctx.host_index) {
+      if ((int)r == comm->ctx.rank) comm->ctx.local_rank = comm->ctx.local_size;
+      comm->ctx.local_ranks[comm->ctx.local_size++] = (int)r;
     }
 out:
   free(ids);
@@ -226,57 +227,48 @@ out:
 static qcoll_status_t resolve_device(qcoll_comm_t comm,
                                      const qcoll_config_t *config) {
   const qcoll__runtime_t *rt = qcoll__runtime();
-  comm->device = QCOLL_DEVICE_NONE;
+  comm->ctx.device = QCOLL_DEVICE_NONE;
   if (config->device == QCOLL_DEVICE_NONE || rt->device_count() == 0)
     return QCOLL_OK;
   if (config->device == QCOLL_DEVICE_CURRENT) {
     /* Asked of the driver, never remembered: the device current now. */
-    return rt->get_device(&comm->device);
+    return rt->get_device(&comm->ctx.device);
   }
   if (config->device >= rt->device_count())
-    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "config->device is %d but only %d device(s) are "
                         "visible",
                         config->device, rt->device_count());
-  comm->device = config->device;
+  comm->ctx.device = config->device;
   return QCOLL_OK;
 }
 
-static qcoll_status_t init_gpu(qcoll_comm_t comm) {
-#ifdef QCOLL_HAVE_CUDA
-  if (comm->device < 0) return QCOLL_OK;
-  qcoll__device_guard_t guard;
-  qcoll_status_t st = qcoll__device_guard_enter(comm, &guard);
-  if (st != QCOLL_OK) return st;
-  st = qcoll__cuda_comm_init(comm);
-  qcoll__device_guard_exit(comm, &guard);
-  return st;
-#else
+/* Every backend's collective set-up, in the list's order (host first). */
+static qcoll_status_t init_backends(qcoll_comm_t comm) {
+  for (int i = 0; i < QCOLL__BACKEND_COUNT; i++) {
+    const qcoll__backend_t *b = qcoll__backends[i];
+    if (!b->init) continue;
+    qcoll_status_t st = b->init(&comm->ctx);
+    if (st != QCOLL_OK) return st;
+  }
   return QCOLL_OK;
-#endif
 }
 
-static void free_gpu_state(qcoll_comm_t comm) {
-  if (comm->device < 0) return;
-  qcoll__device_guard_t guard;
-  if (qcoll__device_guard_enter(comm, &guard) != QCOLL_OK) return;
-  qcoll__nccl_comm_destroy(comm);
-#ifdef QCOLL_HAVE_CUDA
-  if (comm->cuda) qcoll__cuda_comm_destroy(comm);
-#endif
-  qcoll__device_guard_exit(comm, &guard);
+/* Backwards: a backend may still use the ones before it while it stops. */
+static void destroy_backends(qcoll_comm_t comm) {
+  for (int i = QCOLL__BACKEND_COUNT - 1; i >= 0; i--)
+    if (qcoll__backends[i]->destroy) qcoll__backends[i]->destroy(&comm->ctx);
 }
 
 static void free_comm(qcoll_comm_t comm) {
   if (!comm) return;
-  free_gpu_state(comm);
-  if (comm->shm) qcoll__shm_destroy(comm);
-  if (comm->bootstrap) qcoll__bootstrap_destroy(comm->bootstrap);
-  comm->bootstrap = NULL;
-  free(comm->local_ranks);
+  destroy_backends(comm);
+  if (comm->ctx.bootstrap) qcoll__bootstrap_destroy(comm->ctx.bootstrap);
+  comm->ctx.bootstrap = NULL;
+  free(comm->ctx.local_ranks);
   comm->magic = 0;
-  atomic_store(&comm->state, QCOLL_COMM_DESTROYED);
-  pthread_mutex_destroy(&comm->error_lock);
+  atomic_store(&comm->ctx.state, QCOLL_COMM_DESTROYED);
+  pthread_mutex_destroy(&comm->ctx.error_lock);
   free(comm);
 }
 
@@ -313,34 +305,33 @@ qcoll_status_t qcoll_comm_init_rank(qcoll_comm_t *out, int nranks,
   if (!comm)
     return qcoll__error(NULL, QCOLL_ERR_OUT_OF_MEMORY,
                         "cannot allocate a communicator");
-  pthread_mutex_init(&comm->error_lock, NULL);
+  pthread_mutex_init(&comm->ctx.error_lock, NULL);
   comm->magic = QCOLL_COMM_MAGIC;
-  comm->rank = rank;
-  comm->nranks = nranks;
-  comm->timeout_s = config.timeout_s > 0 ? config.timeout_s
-                                         : qcoll__env_double("QCOLL_TIMEOUT");
-  if (!(comm->timeout_s > 0)) comm->timeout_s = 300;
-  comm->check_calls = qcoll__env_bool("QCOLL_CHECK");
+  comm->ctx.rank = rank;
+  comm->ctx.nranks = nranks;
+  qcoll__config_read(&comm->ctx.config);
+  comm->ctx.timeout_s = config.timeout_s > 0 ? config.timeout_s
+                                             : comm->ctx.config.timeout_s;
+  comm->check_calls = comm->ctx.config.check;
   comm->env_algo =
       (qcoll_algo_t)env_choice("QCOLL_ALGO", QCOLL_ALGO_AUTO, QCOLL_ALGO_COUNT,
                                algo_name, QCOLL_ALGO_AUTO);
   comm->env_quant = (qcoll_quant_t)env_choice("QCOLL_QUANT", QCOLL_QUANT_NONE,
                                               QCOLL_QUANT_COUNT, quant_name,
                                               QCOLL_QUANT_NONE);
-  atomic_init(&comm->state, QCOLL_COMM_LIVE);
+  atomic_init(&comm->ctx.state, QCOLL_COMM_LIVE);
   resolve_host_id(comm, &config);
 
   QCHECK(resolve_device(comm, &config));
-  QCHECK(qcoll__bootstrap_init(comm, id, &comm->bootstrap));
+  QCHECK(qcoll__bootstrap_init(&comm->ctx, id, &comm->ctx.bootstrap));
   QCHECK(exchange_host_ids(comm));
-  QCHECK(qcoll__shm_init(comm));
-  QCHECK(init_gpu(comm));
-  QCHECK(qcoll__bootstrap_barrier(comm->bootstrap));
-  QLOG_INFO(comm, INIT,
+  QCHECK(init_backends(comm));
+  QCHECK(qcoll__bootstrap_barrier(comm->ctx.bootstrap));
+  QLOG_INFO(&comm->ctx, INIT,
             "communicator ready: rank %d of %d, %d rank(s) on host '%s' (%d "
             "host(s)), device %d, timeout %.1f s",
-            rank, nranks, comm->local_size, comm->host_id, comm->nhosts,
-            comm->device, comm->timeout_s);
+            rank, nranks, comm->ctx.local_size, comm->ctx.host_id, comm->ctx.nhosts,
+            comm->ctx.device, comm->ctx.timeout_s);
   *out = comm;
   return QCOLL_OK;
 out:
@@ -450,7 +441,8 @@ static void job_secret(const launch_env_t *e, uint8_t secret[32]) {
   derive_secret(material, secret);
 }
 
-static qcoll_status_t job_root(const launch_env_t *e, const char **addr,
+static qcoll_status_t job_root(const launch_env_t *e,
+                               const qcoll__config_t *env, const char **addr,
                                int *port) {
   *addr = getenv_or("QCOLL_ROOT_ADDR", getenv_or("MASTER_ADDR", NULL));
   if (!*addr) {
@@ -463,8 +455,8 @@ static qcoll_status_t job_root(const launch_env_t *e, const char **addr,
     *addr = "127.0.0.1";
   }
   int p = 0;
-  if (env_int("QCOLL_ROOT_PORT", &p) && p > 0) {
-    *port = p;
+  if (env->root_port > 0) {
+    *port = (int)env->root_port;
   } else if (env_int("MASTER_PORT", &p) && p > 0) {
     /* MASTER_PORT itself is usually taken by the launcher's own store. */
     *port = p + 1;
@@ -510,12 +502,13 @@ qcoll_status_t qcoll_comm_init_env(qcoll_comm_t *comm,
   const char *addr = NULL;
   int port = 0;
   uint8_t secret[32];
-  st = job_root(&e, &addr, &port);
+  qcoll__config_t env;
+  qcoll__config_read(&env);
+  st = job_root(&e, &env, &addr, &port);
   if (st != QCOLL_OK) return st;
   job_secret(&e, secret);
-  double timeout = config && config->timeout_s > 0
-                       ? config->timeout_s
-                       : qcoll__env_double("QCOLL_TIMEOUT");
+  double timeout = config && config->timeout_s > 0 ? config->timeout_s
+                                                   : env.timeout_s;
   if (e.rank == 0)
     st = qcoll__bootstrap_root_start(addr, port, secret, timeout, &id);
   else
@@ -533,9 +526,9 @@ qcoll_status_t qcoll_comm_destroy(qcoll_comm_t comm) {
                         "qcoll_comm_destroy: comm is not a live communicator "
                         "(destroyed twice?)");
   qcoll_status_t st = QCOLL_OK;
-  if (atomic_load(&comm->state) == QCOLL_COMM_LIVE) {
+  if (atomic_load(&comm->ctx.state) == QCOLL_COMM_LIVE) {
     /* Wait for the peers, so nobody frees memory a peer still reads. */
-    st = qcoll__bootstrap_barrier(comm->bootstrap);
+    st = qcoll__bootstrap_barrier(comm->ctx.bootstrap);
   }
   free_comm(comm);
   return st;
@@ -545,15 +538,13 @@ qcoll_status_t qcoll_comm_abort(qcoll_comm_t comm) {
   if (!comm || comm->magic != QCOLL_COMM_MAGIC)
     return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
                         "qcoll_comm_abort: comm is NULL or not live");
-  int prev = atomic_exchange(&comm->state, QCOLL_COMM_ABORTED);
+  int prev = atomic_exchange(&comm->ctx.state, QCOLL_COMM_ABORTED);
   if (prev == QCOLL_COMM_ABORTED) return QCOLL_OK;
-  QLOG_WARN(comm, INIT, "communicator aborted");
-#ifdef QCOLL_HAVE_CUDA
-  /* A store to host-mapped memory: kernels waiting on peers stop. */
-  if (comm->cuda) qcoll__cuda_signal_abort(comm);
-#endif
-  if (comm->shm) qcoll__shm_signal_abort(comm);
-  if (comm->bootstrap) qcoll__bootstrap_abort(comm->bootstrap);
+  QLOG_WARN(&comm->ctx, INIT, "communicator aborted");
+  for (int i = QCOLL__BACKEND_COUNT - 1; i >= 0; i--)
+    if (qcoll__backends[i]->signal_abort)
+      qcoll__backends[i]->signal_abort(&comm->ctx);
+  if (comm->ctx.bootstrap) qcoll__bootstrap_abort(comm->ctx.bootstrap);
   return QCOLL_OK;
 }
 
@@ -563,15 +554,15 @@ qcoll_status_t qcoll_comm_abort(qcoll_comm_t comm) {
       return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,  \
                           #fn ": comm is NULL or not live"); \
     if (!arg)                                                \
-      return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,  \
+      return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,  \
                           #fn ": " #arg " is NULL");         \
     *arg = (expr);                                           \
     return QCOLL_OK;                                         \
   }
 
-ACCESSOR(qcoll_comm_rank, int, rank, comm->rank)
-ACCESSOR(qcoll_comm_size, int, size, comm->nranks)
-ACCESSOR(qcoll_comm_device, int, device, comm->device)
+ACCESSOR(qcoll_comm_rank, int, rank, comm->ctx.rank)
+ACCESSOR(qcoll_comm_size, int, size, comm->ctx.nranks)
+ACCESSOR(qcoll_comm_device, int, device, comm->ctx.device)
 
 qcoll_status_t qcoll_comm_get_async_error(qcoll_comm_t comm,
                                           qcoll_status_t *status) {
@@ -579,16 +570,14 @@ qcoll_status_t qcoll_comm_get_async_error(qcoll_comm_t comm,
     return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
                         "qcoll_comm_get_async_error: comm is NULL or not live");
   if (!status)
-    return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
+    return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "qcoll_comm_get_async_error: status is NULL");
-#ifdef QCOLL_HAVE_CUDA
-  if (comm->cuda && comm->async_error == QCOLL_OK)
-    comm->async_error = qcoll__cuda_poll_async_error(comm);
-#endif
-  if (comm->nccl && comm->async_error == QCOLL_OK)
-    comm->async_error = qcoll__nccl_poll_async_error(comm);
+  for (int i = 0; i < QCOLL__BACKEND_COUNT; i++)
+    if (qcoll__backends[i]->poll_async_error &&
+        comm->ctx.async_error == QCOLL_OK)
+      comm->ctx.async_error = qcoll__backends[i]->poll_async_error(&comm->ctx);
   /* Work that failed on the device leaves the protocol half done. */
-  if (comm->async_error != QCOLL_OK) qcoll__comm_mark_broken(comm);
-  *status = comm->async_error;
+  if (comm->ctx.async_error != QCOLL_OK) qcoll__ctx_mark_broken(&comm->ctx);
+  *status = comm->ctx.async_error;
   return QCOLL_OK;
 }

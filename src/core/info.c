@@ -1,33 +1,27 @@
-/* What this process can use: devices, NCCL.  For qcoll-info and logs. */
+/* What this process can use: devices, and what each backend says.  For
+ * qcoll-info and logs. */
 #include <stdio.h>
 
+#include "../backend/backend.h"
+#include "../base/common.h"
 #include "../runtime/runtime.h"
-#include "../transport/nccl.h"
-#include "common.h"
 
 qcoll_status_t qcoll_backends_describe(char *buf, size_t len, size_t *needed) {
   const qcoll__runtime_t *rt = qcoll__runtime();
-  char nccl_why[256] = "";
-  bool nccl = qcoll__nccl_available(nccl_why, sizeof nccl_why);
-  int n;
-  if (nccl) {
-    int v = qcoll__nccl_version();
-    n = snprintf(buf, buf ? len : 0,
-                 "runtime: %s, %d CUDA device(s) visible\n"
-                 "NCCL: %d.%d.%d from %s\n",
-                 rt->name, rt->device_count(), v / 10000, (v / 100) % 100,
-                 v % 100, qcoll__nccl_library_path());
-  } else {
-    n = snprintf(buf, buf ? len : 0,
-                 "runtime: %s, %d CUDA device(s) visible\n"
-                 "NCCL: unavailable: %s\n",
-                 rt->name, rt->device_count(), nccl_why);
+  size_t n = (size_t)snprintf(buf, buf ? len : 0,
+                              "runtime: %s, %d CUDA device(s) visible\n",
+                              rt->name, rt->device_count());
+  for (int i = 0; i < QCOLL__BACKEND_COUNT; i++) {
+    if (!qcoll__backends[i]->describe) continue;
+    bool room = buf && n < len;
+    n += (size_t)qcoll__backends[i]->describe(room ? buf + n : NULL,
+                                              room ? len - n : 0);
   }
-  if (needed) *needed = (size_t)n + 1;
-  if (!buf || (size_t)n >= len)
+  if (needed) *needed = n + 1;
+  if (!buf || n >= len)
     return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
                         "qcoll_backends_describe: buffer of %zu bytes is too "
-                        "small, %d needed",
+                        "small, %zu needed",
                         len, n + 1);
   return QCOLL_OK;
 }

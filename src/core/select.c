@@ -8,27 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "config.h"
-
-const char *qcoll__path_name(qcoll__path_t path) {
-  static const char *names[] = {"host", "oneshot", "twoshot",
-                                "nccl", "staged",  "ipc"};
-  return (unsigned)path < QCOLL__PATH_COUNT ? names[path] : "invalid";
-}
-
-const char *qcoll__coll_name(qcoll__coll_t coll) {
-  static const char *names[] = {"all_reduce", "reduce",         "broadcast",
-                                "all_gather", "reduce_scatter", "all_to_all",
-                                "send",       "recv",           "barrier"};
-  return (unsigned)coll < QCOLL__COLL_COUNT ? names[coll] : "invalid";
-}
-
-bool qcoll__ipc_kernel_supports(qcoll_dtype_t dtype, qcoll_op_t op) {
-  bool dtype_ok =
-      dtype == QCOLL_F16 || dtype == QCOLL_BF16 || dtype == QCOLL_F32;
-  bool op_ok = op == QCOLL_SUM || op == QCOLL_MIN || op == QCOLL_MAX;
-  return dtype_ok && op_ok;
-}
+#include "../base/config.h"
 
 /* One row: a predicate over the call and the path it gives. */
 typedef struct row {
@@ -45,7 +25,7 @@ static bool is_all_reduce_on_ipc(const qcoll__select_in_t *in) {
  * change which element wins. */
 static bool quantised(const qcoll__select_in_t *in) {
   return in->quant != QCOLL_QUANT_NONE && in->op == QCOLL_SUM &&
-         in->bytes >= qcoll__env_bytes("QCOLL_QUANT_MIN_BYTES");
+         in->bytes >= in->config->quant_min_bytes;
 }
 
 static bool host_buffers(const qcoll__select_in_t *in) {
@@ -56,11 +36,11 @@ static bool quantised_all_reduce(const qcoll__select_in_t *in) {
 }
 static bool small_all_reduce(const qcoll__select_in_t *in) {
   return is_all_reduce_on_ipc(in) &&
-         in->bytes <= qcoll__env_bytes("QCOLL_ONESHOT_MAX_BYTES");
+         in->bytes <= in->config->oneshot_max_bytes;
 }
 static bool medium_all_reduce(const qcoll__select_in_t *in) {
   return is_all_reduce_on_ipc(in) &&
-         in->bytes <= qcoll__env_bytes("QCOLL_TWOSHOT_MAX_BYTES");
+         in->bytes <= in->config->twoshot_max_bytes;
 }
 /* Ranks sharing a GPU: NCCL (where it accepts them at all) was slower
  * than the IPC kernels up to 2 MiB for reduce, broadcast, all-gather,
@@ -74,7 +54,7 @@ static bool shared_gpu_collective(const qcoll__select_in_t *in) {
                   in->coll == QCOLL__COLL_REDUCE_SCATTER ||
                   in->coll == QCOLL__COLL_ALL_TO_ALL;
   return in->gpu && in->ipc && in->ranks_per_gpu > 1 && measured &&
-         in->bytes <= qcoll__env_bytes("QCOLL_SHARED_GPU_IPC_MAX_BYTES");
+         in->bytes <= in->config->shared_gpu_ipc_max_bytes;
 }
 /* More ranks on one GPU than NCCL was seen to serve: with 4 ranks on one
  * H200, NCCL 2.32 (its default channels) never completed a reduce,
@@ -84,7 +64,7 @@ static bool shared_gpu_collective(const qcoll__select_in_t *in) {
 static bool crowded_gpu(const qcoll__select_in_t *in) {
   bool p2p = in->coll == QCOLL__COLL_SEND || in->coll == QCOLL__COLL_RECV;
   return in->gpu && in->ipc && !p2p &&
-         in->ranks_per_gpu > qcoll__env_int("QCOLL_SHARED_GPU_NCCL_MAX_RANKS");
+         in->ranks_per_gpu > in->config->shared_gpu_nccl_max_ranks;
 }
 static bool crowded_gpu_all_reduce(const qcoll__select_in_t *in) {
   return is_all_reduce_on_ipc(in) && crowded_gpu(in);
@@ -154,6 +134,8 @@ static int append(char *buf, size_t len, size_t *used, const char *fmt, ...) {
 
 qcoll_status_t qcoll_selection_table_format(char *buf, size_t len,
                                             size_t *needed) {
+  qcoll__config_t config;
+  qcoll__config_read(&config);
   size_t used = 0;
   append(buf, len, &used, "%-4s %-8s %s\n", "row", "path",
          "when (first match wins)");
@@ -168,12 +150,9 @@ qcoll_status_t qcoll_selection_table_format(char *buf, size_t len,
          "flag-barrier kernel above; one-shot/two-shot kernels: f16/bf16/f32 x "
          "sum/min/max, ipc kernels: every dtype and op; "
          "forced by QCOLL_ALGO=%s or per call\n",
-         qcoll__env_bytes("QCOLL_ONESHOT_MAX_BYTES"),
-         qcoll__env_bytes("QCOLL_TWOSHOT_MAX_BYTES"),
-         qcoll__env_bytes("QCOLL_QUANT_MIN_BYTES"),
-         qcoll__env_bytes("QCOLL_SHARED_GPU_IPC_MAX_BYTES"),
-         qcoll__env_int("QCOLL_SHARED_GPU_NCCL_MAX_RANKS"),
-         qcoll__env_bytes("QCOLL_IPC_PUSH_BYTES"),
+         config.oneshot_max_bytes, config.twoshot_max_bytes,
+         config.quant_min_bytes, config.shared_gpu_ipc_max_bytes,
+         config.shared_gpu_nccl_max_ranks, config.ipc_push_bytes,
          qcoll__env_str("QCOLL_ALGO"));
   if (needed) *needed = used + 1;
   if (!buf || used >= len)

@@ -6,7 +6,7 @@
 
 #include <pthread.h>
 
-#include "../core/config.h"
+#include "../base/config.h"
 
 static int host_device_count(void) {
   return 0;
@@ -81,7 +81,7 @@ const qcoll__runtime_t *qcoll__runtime(void) {
   return selected;
 }
 
-qcoll_status_t qcoll__device_guard_enter(qcoll_comm_t comm,
+qcoll_status_t qcoll__device_guard_enter(qcoll__ctx_t *comm,
                                          qcoll__device_guard_t *g) {
   g->saved = -1;
   g->switched = false;
@@ -96,7 +96,7 @@ qcoll_status_t qcoll__device_guard_enter(qcoll_comm_t comm,
   return QCOLL_OK;
 }
 
-void qcoll__device_guard_exit(qcoll_comm_t comm, qcoll__device_guard_t *g) {
+void qcoll__device_guard_exit(qcoll__ctx_t *comm, qcoll__device_guard_t *g) {
   if (!g->switched) return;
   if (qcoll__runtime()->set_device(g->saved) != QCOLL_OK)
     QLOG_WARN(comm, CUDA, "could not restore the caller's device %d", g->saved);

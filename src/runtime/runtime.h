@@ -14,7 +14,7 @@
 
 #include <stdbool.h>
 
-#include "../core/comm.h"
+#include "../base/context.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -56,10 +56,10 @@ typedef struct qcoll__device_guard {
 
 /* Save the caller's current device (asked of the driver) and make
  * comm->device current.  No-op for host-only communicators. */
-qcoll_status_t qcoll__device_guard_enter(qcoll_comm_t comm,
+qcoll_status_t qcoll__device_guard_enter(qcoll__ctx_t *comm,
                                          qcoll__device_guard_t *g);
 /* Restore the caller's device. */
-void qcoll__device_guard_exit(qcoll_comm_t comm, qcoll__device_guard_t *g);
+void qcoll__device_guard_exit(qcoll__ctx_t *comm, qcoll__device_guard_t *g);
 
 #ifdef __cplusplus
 }

@@ -29,37 +29,8 @@
 #include "../coll/cuda/collectives.h"
 #include "cuda_push.h"
 #include "../coll/cuda/launch.h"
-#include "../core/config.h"
-
-#define REASON_MAX 200
-
-struct qcoll__cuda_comm {
-  bool usable;
-  char reason[REASON_MAX]; /* why IPC is not usable */
-  int device;
-  char *buffer; /* this rank's IPC buffer */
-  size_t buffer_bytes;
-  /* Host-mapped pinned words: [0] the kernels' error word, [1] the abort
-   * request that kernels poll. */
-  volatile unsigned long long *host_words;
-  unsigned long long *host_words_dev;
-  char *peers[QCOLL_IPC_MAX_RANKS];      /* peers' buffers, mapped here */
-  bool peer_opened[QCOLL_IPC_MAX_RANKS]; /* mapped through the registry */
-  int ranks_on_gpu;
-  int most_ranks_per_gpu; /* the most ranks any one GPU holds (the same on
-                            every rank; 1: no GPU is shared) */
-  size_t oneshot_max_bytes;
-  qcoll__ipc_view_t view;
-  /* The kernels of collectives.cu: the same view with their own grid limit
-   * (their occupancy may differ from the all-reduce kernels'), and where
-   * the send/recv inboxes are. */
-  qcoll__ipc_view_t coll_view;
-  qcoll__ipc_p2p_t p2p;
-  /* The push one-shot (cuda_push.c): its area follows the inboxes;
-   * push.slot_bytes 0 when the ranks did not all ask for the same slots. */
-  size_t push_area_offset;
-  qcoll__push_view_t push;
-};
+#include "../base/config.h"
+#include "cuda_ipc_comm.h"
 
 /* What each rank tells the others at init. */
 typedef struct ipc_record {
@@ -147,7 +118,7 @@ out:
   return err;
 }
 
-static void registry_close(qcoll_comm_t comm, int device, void *ptr) {
+static void registry_close(qcoll__ctx_t *comm, int device, void *ptr) {
   pthread_mutex_lock(&registry_lock);
   for (opened_handle_t **p = &registry; *p; p = &(*p)->next) {
     opened_handle_t *h = *p;
@@ -214,9 +185,9 @@ static void restore_capture_mode(enum cudaStreamCaptureMode mode) {
     (void)cudaGetLastError();
 }
 
-static void mark_unusable(qcoll_comm_t comm, bool warn, const char *fmt, ...)
+static void mark_unusable(qcoll__ctx_t *comm, bool warn, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static void mark_unusable(qcoll_comm_t comm, bool warn, const char *fmt, ...) {
+static void mark_unusable(qcoll__ctx_t *comm, bool warn, const char *fmt, ...) {
   struct qcoll__cuda_comm *cc = comm->cuda;
   cc->usable = false;
   if (!cc->reason[0]) {
@@ -238,7 +209,7 @@ static void mark_unusable(qcoll_comm_t comm, bool warn, const char *fmt, ...) {
 /* Allocate and export this rank's buffer and the host-mapped words.  A
  * failure is recorded in rec (ready = 0, reason) rather than returned: the
  * exchange that follows must still happen. */
-static void setup_local(qcoll_comm_t comm, cudaStream_t s, ipc_record_t *rec) {
+static void setup_local(qcoll__ctx_t *comm, cudaStream_t s, ipc_record_t *rec) {
   struct qcoll__cuda_comm *cc = comm->cuda;
   cudaError_t err;
   const char *what = NULL;
@@ -273,11 +244,11 @@ static void setup_local(qcoll_comm_t comm, cudaStream_t s, ipc_record_t *rec) {
     goto fail;
   }
   rec->resident_blocks = QCOLL_MIN(rec->resident_blocks, resident);
-  long long cap = qcoll__env_int("QCOLL_MAX_BLOCKS");
+  long long cap = comm->config.max_blocks;
   rec->max_blocks =
       cap <= 0 ? 0 : (int32_t)QCOLL_MIN(cap, QCOLL_IPC_MAX_BLOCKS);
 
-  cc->buffer_bytes = qcoll__env_bytes("QCOLL_IPC_BYTES");
+  cc->buffer_bytes = comm->config.ipc_bytes;
   rec->buffer_bytes = cc->buffer_bytes;
   if (qcoll__ipc_region_bytes(cc->buffer_bytes) == 0) {
     set_reason(rec->reason,
@@ -288,10 +259,10 @@ static void setup_local(qcoll_comm_t comm, cudaStream_t s, ipc_record_t *rec) {
   /* The send/recv inboxes follow the data regions, so the regions (and the
    * all-reduce chunks) are what QCOLL_IPC_BYTES alone makes them. */
   cc->p2p.pair_bytes =
-      qcoll__ipc_p2p_pair_bytes(qcoll__env_bytes("QCOLL_IPC_P2P_BYTES"));
+      qcoll__ipc_p2p_pair_bytes(comm->config.ipc_p2p_bytes);
   cc->p2p.offset = qcoll__ipc_p2p_offset(cc->buffer_bytes);
   rec->p2p_pair_bytes = cc->p2p.pair_bytes;
-  rec->push_slot_bytes = qcoll__push_requested_slot_bytes();
+  rec->push_slot_bytes = qcoll__push_slot_bytes(comm->config.ipc_push_bytes);
   cc->push_area_offset = qcoll__push_area_offset(qcoll__ipc_alloc_bytes(
       cc->buffer_bytes, comm->nranks, cc->p2p.pair_bytes));
   const size_t push_area =
@@ -343,7 +314,7 @@ fail:
 
 /* Map peer p's buffer.  Same process: its address is valid here (peer
  * access enabled when it is another device); else open its IPC handle. */
-static bool map_peer(qcoll_comm_t comm, const ipc_record_t *recs, int p,
+static bool map_peer(qcoll__ctx_t *comm, const ipc_record_t *recs, int p,
                      char *why) {
   struct qcoll__cuda_comm *cc = comm->cuda;
   const ipc_record_t *me = &recs[comm->rank], *peer = &recs[p];
@@ -390,7 +361,7 @@ static bool map_peer(qcoll_comm_t comm, const ipc_record_t *recs, int p,
 
 /* Write a pattern into every mapped peer's slot for this rank and read it
  * back through the mapping.  Failures go to why. */
-static bool probe_peers(qcoll_comm_t comm, const ipc_record_t *recs,
+static bool probe_peers(qcoll__ctx_t *comm, const ipc_record_t *recs,
                         cudaStream_t s, char *why) {
   struct qcoll__cuda_comm *cc = comm->cuda;
   unsigned *scratch = (unsigned *)(cc->buffer + QCOLL_IPC_SCRATCH_OFFSET);
@@ -428,7 +399,7 @@ static bool probe_peers(qcoll_comm_t comm, const ipc_record_t *recs,
 
 /* After every rank has probed: check what each peer wrote into this
  * rank's own buffer. */
-static bool check_arrivals(qcoll_comm_t comm, const ipc_record_t *recs,
+static bool check_arrivals(qcoll__ctx_t *comm, const ipc_record_t *recs,
                            const bool *peer_mapped_by_all, cudaStream_t s,
                            char *why) {
   struct qcoll__cuda_comm *cc = comm->cuda;
@@ -460,7 +431,7 @@ static bool check_arrivals(qcoll_comm_t comm, const ipc_record_t *recs,
   return ok;
 }
 
-static void release_peers(qcoll_comm_t comm) {
+static void release_peers(qcoll__ctx_t *comm) {
   struct qcoll__cuda_comm *cc = comm->cuda;
   for (int p = 0; p < QCOLL_IPC_MAX_RANKS; p++) {
     if (cc->peer_opened[p]) registry_close(comm, cc->device, cc->peers[p]);
@@ -469,7 +440,7 @@ static void release_peers(qcoll_comm_t comm) {
   }
 }
 
-static void free_local(qcoll_comm_t comm) {
+static void free_local(qcoll__ctx_t *comm) {
   struct qcoll__cuda_comm *cc = comm->cuda;
   if (cc->buffer) {
     cudaError_t err = cudaFree(cc->buffer);
@@ -497,7 +468,7 @@ static void free_local(qcoll_comm_t comm) {
  * with two PyTorch processes on one H200 under MPS: the full share hung, a
  * cap of 64 blocks did not).  Computed from the exchanged records, so every
  * rank gets the same answer. */
-static int agreed_max_grid(qcoll_comm_t comm, const ipc_record_t *recs,
+static int agreed_max_grid(qcoll__ctx_t *comm, const ipc_record_t *recs,
                            bool coll, int *ranks_on_my_gpu, int *most_sharing) {
   int limit = QCOLL_IPC_MAX_BLOCKS;
   for (int r = 0; r < comm->nranks; r++) {
@@ -522,7 +493,7 @@ static int agreed_max_grid(qcoll_comm_t comm, const ipc_record_t *recs,
 /* The push one-shot serves when every rank asked for the same slots (the
  * records are the same on every rank, so all decide alike); else the
  * one-shot stays on the flag-barrier kernel. */
-static void setup_push(qcoll_comm_t comm, const ipc_record_t *recs) {
+static void setup_push(qcoll__ctx_t *comm, const ipc_record_t *recs) {
   struct qcoll__cuda_comm *cc = comm->cuda;
   size_t slot = (size_t)recs[0].push_slot_bytes;
   for (int r = 1; r < comm->nranks; r++)
@@ -538,7 +509,7 @@ static void setup_push(qcoll_comm_t comm, const ipc_record_t *recs) {
 
 /* ---- public entry points ------------------------------------------------- */
 
-qcoll_status_t qcoll__cuda_comm_init(qcoll_comm_t comm) {
+qcoll_status_t qcoll__cuda_comm_init(qcoll__ctx_t *comm) {
   qcoll_status_t st = QCOLL_OK;
   struct qcoll__cuda_comm *cc = calloc(1, sizeof *cc);
   if (!cc)
@@ -685,8 +656,8 @@ qcoll_status_t qcoll__cuda_comm_init(qcoll_comm_t comm) {
   v->rank = comm->rank;
   v->nranks = comm->nranks;
   v->max_grid = max_grid;
-  v->pdl = qcoll__cuda_pdl_enabled(comm->device);
-  cc->oneshot_max_bytes = qcoll__env_bytes("QCOLL_ONESHOT_MAX_BYTES");
+  v->pdl = qcoll__cuda_pdl_enabled(comm->device, comm->config.pdl);
+  cc->oneshot_max_bytes = comm->config.oneshot_max_bytes;
   cc->coll_view = *v;
   cc->coll_view.max_grid = coll_max_grid;
   setup_push(comm, recs);
@@ -715,7 +686,7 @@ out:
   return st;
 }
 
-void qcoll__cuda_comm_destroy(qcoll_comm_t comm) {
+void qcoll__cuda_comm_destroy(qcoll__ctx_t *comm) {
   struct qcoll__cuda_comm *cc = comm->cuda;
   if (!cc) return;
   enum cudaStreamCaptureMode saved_mode = relax_capture_mode();
@@ -742,15 +713,15 @@ void qcoll__cuda_comm_destroy(qcoll_comm_t comm) {
   comm->cuda = NULL;
 }
 
-bool qcoll__cuda_ipc_usable(qcoll_comm_t comm) {
+bool qcoll__cuda_ipc_usable(qcoll__ctx_t *comm) {
   return comm->cuda && comm->cuda->usable;
 }
 
-int qcoll__cuda_ipc_most_ranks_per_gpu(qcoll_comm_t comm) {
+int qcoll__cuda_ipc_most_ranks_per_gpu(qcoll__ctx_t *comm) {
   return qcoll__cuda_ipc_usable(comm) ? comm->cuda->most_ranks_per_gpu : 0;
 }
 
-void qcoll__cuda_signal_abort(qcoll_comm_t comm) {
+void qcoll__cuda_signal_abort(qcoll__ctx_t *comm) {
   struct qcoll__cuda_comm *cc = comm->cuda;
   if (cc && cc->host_words) cc->host_words[1] = 1;
 }
@@ -767,7 +738,7 @@ static const char *wait_site(int phase, char *buf, size_t len) {
   return buf;
 }
 
-qcoll_status_t qcoll__cuda_poll_async_error(qcoll_comm_t comm) {
+qcoll_status_t qcoll__cuda_poll_async_error(qcoll__ctx_t *comm) {
   struct qcoll__cuda_comm *cc = comm->cuda;
   if (!cc || !cc->host_words) return QCOLL_OK;
   uint64_t w = __atomic_load_n((const unsigned long long *)&cc->host_words[0],
@@ -814,293 +785,6 @@ qcoll_status_t qcoll__cuda_poll_async_error(qcoll_comm_t comm) {
           "GPU collective reported an unknown error word 0x%016llx",
           (unsigned long long)w);
   }
-}
-
-/* The quantised two-shot (allreduce_quant.cu): sum of f16/bf16/f32 only.
- * Min and max are refused rather than quantised (the extreme of decoded
- * values is not the extreme of the inputs), and so is a forced one-shot
- * (quantisation exists in the two-shot kernel only): a forced choice that
- * cannot be served is an error, never a silent detour. */
-static qcoll_status_t quant_all_reduce(qcoll_comm_t comm, const void *sendbuf,
-                                       void *recvbuf, size_t count,
-                                       qcoll_dtype_t dtype, qcoll_op_t op,
-                                       void *stream, qcoll_algo_t algo,
-                                       qcoll_quant_t quant) {
-  struct qcoll__cuda_comm *cc = comm->cuda;
-  const char *qname = qcoll_quant_name(quant);
-  if (op != QCOLL_SUM)
-    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
-                        "quantised all-reduce (%s) supports sum only, not %s: "
-                        "call it with quant none",
-                        qname, qcoll_op_name(op));
-  if (!qcoll__cuda_all_reduce_quant_supported(dtype, op, quant))
-    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
-                        "quantised all-reduce supports f16, bf16 and f32 with "
-                        "fp8, int8, int6 or int4, not %s with %s",
-                        qcoll_dtype_name(dtype), qname);
-  if (algo != QCOLL_ALGO_AUTO && algo != QCOLL_ALGO_TWOSHOT)
-    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
-                        "quantised all-reduce (%s) runs two-shot only, not "
-                        "the forced algorithm %s",
-                        qname, qcoll_algo_name(algo));
-  const size_t chunk =
-      qcoll__cuda_all_reduce_quant_chunk_elems(&cc->view, quant);
-  if (chunk == 0)
-    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
-                        "quantised all-reduce (%s): data regions of %zu bytes "
-                        "hold no %s group per rank for %d ranks "
-                        "(QCOLL_IPC_BYTES too small)",
-                        qname, cc->view.region_bytes, qname, comm->nranks);
-  /* As for the unquantised kernels: a kernel that gave up leaves the flags
-   * disagreeing, so launching more would only time out again. */
-  qcoll_status_t st = qcoll__cuda_poll_async_error(comm);
-  if (st != QCOLL_OK) return st;
-  if (count == 0) return QCOLL_OK;
-
-  /* Chunks are whole groups (chunk is a multiple of 32), so every group is
-   * the one a single launch of the whole message would form. */
-  const size_t elem = qcoll_dtype_size(dtype);
-  const size_t chunks = (count + chunk - 1) / chunk;
-  for (size_t k = 0; k < chunks; k++) {
-    size_t offset = k * chunk;
-    size_t n = QCOLL_MIN(chunk, count - offset);
-    cudaError_t err = qcoll__cuda_all_reduce_quant_launch(
-        &cc->view, (const char *)sendbuf + offset * elem,
-        (char *)recvbuf + offset * elem, n, dtype, quant, (cudaStream_t)stream);
-    if (err != cudaSuccess) {
-      (void)cudaGetLastError();
-      return qcoll__error(comm, QCOLL_ERR_CUDA,
-                          "launching the %s two-shot all-reduce kernel (chunk "
-                          "%zu of %zu, %zu %s elements) on device %d failed: "
-                          "%s (%s)",
-                          qname, k + 1, chunks, n, qcoll_dtype_name(dtype),
-                          comm->device, cudaGetErrorName(err),
-                          cudaGetErrorString(err));
-    }
-  }
-  QLOG_TRACE(comm, COLL,
-             "all-reduce %zu x %s sum: two-shot %s, %zu launch(es) of up to "
-             "%zu elements on stream %p",
-             count, qcoll_dtype_name(dtype), qname, chunks, chunk, stream);
-  return QCOLL_OK;
-}
-
-qcoll_status_t qcoll__cuda_all_reduce(qcoll_comm_t comm, const void *sendbuf,
-                                      void *recvbuf, size_t count,
-                                      qcoll_dtype_t dtype, qcoll_op_t op,
-                                      void *stream, qcoll_algo_t algo,
-                                      qcoll_quant_t quant) {
-  struct qcoll__cuda_comm *cc = comm->cuda;
-  if (!cc || !cc->usable)
-    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
-                        "CUDA IPC is not usable on this communicator: %s",
-                        cc && cc->reason[0] ? cc->reason : "not initialised");
-  if (quant != QCOLL_QUANT_NONE && quant != QCOLL_QUANT_DEFAULT)
-    return quant_all_reduce(comm, sendbuf, recvbuf, count, dtype, op, stream,
-                            algo, quant);
-  if (!qcoll__cuda_all_reduce_supported(dtype, op))
-    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
-                        "the CUDA IPC all-reduce supports f16, bf16 and f32 "
-                        "with sum, min and max, not %s/%s",
-                        qcoll_dtype_name(dtype), qcoll_op_name(op));
-  size_t elem = qcoll_dtype_size(dtype);
-  qcoll__ipc_algo_t ipc_algo;
-  switch (algo) {
-    case QCOLL_ALGO_AUTO:
-      ipc_algo = count * elem <= cc->oneshot_max_bytes ? QCOLL_IPC_ONESHOT
-                                                       : QCOLL_IPC_TWOSHOT;
-      break;
-    case QCOLL_ALGO_ONESHOT: ipc_algo = QCOLL_IPC_ONESHOT; break;
-    case QCOLL_ALGO_TWOSHOT: ipc_algo = QCOLL_IPC_TWOSHOT; break;
-    default:
-      return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
-                          "the CUDA IPC all-reduce does not run algorithm %s",
-                          qcoll_algo_name(algo));
-  }
-  /* A kernel of an earlier call gave up: the ranks' flags no longer agree,
-   * so launching more would only time out again. */
-  qcoll_status_t st = qcoll__cuda_poll_async_error(comm);
-  if (st != QCOLL_OK) return st;
-  if (count == 0) return QCOLL_OK;
-
-  if (ipc_algo == QCOLL_IPC_ONESHOT &&
-      qcoll__push_fits(&cc->push, count, dtype))
-    return qcoll__push_all_reduce(comm, &cc->push, sendbuf, recvbuf, count,
-                                  dtype, op, stream);
-
-  const size_t chunk =
-      qcoll__cuda_all_reduce_chunk_elems(&cc->view, ipc_algo, dtype);
-  const size_t chunks = (count + chunk - 1) / chunk;
-  for (size_t k = 0; k < chunks; k++) {
-    size_t offset = k * chunk;
-    size_t n = QCOLL_MIN(chunk, count - offset);
-    cudaError_t err = qcoll__cuda_all_reduce_launch(
-        &cc->view, ipc_algo, (const char *)sendbuf + offset * elem,
-        (char *)recvbuf + offset * elem, n, dtype, op, (cudaStream_t)stream);
-    if (err != cudaSuccess) {
-      (void)cudaGetLastError();
-      return qcoll__error(
-          comm, QCOLL_ERR_CUDA,
-          "launching the %s all-reduce kernel (chunk %zu of %zu, "
-          "%zu %s elements) on device %d failed: %s (%s)",
-          ipc_algo == QCOLL_IPC_ONESHOT ? "one-shot" : "two-shot", k + 1,
-          chunks, n, qcoll_dtype_name(dtype), comm->device,
-          cudaGetErrorName(err), cudaGetErrorString(err));
-    }
-  }
-  QLOG_TRACE(
-      comm, COLL, "all-reduce %zu x %s %s: %s, %zu launch(es) on stream %p",
-      count, qcoll_dtype_name(dtype), qcoll_op_name(op),
-      ipc_algo == QCOLL_IPC_ONESHOT ? "one-shot" : "two-shot", chunks, stream);
-  return QCOLL_OK;
-}
-
-/* ---- every other collective (collectives.cu) ------------------------------
- */
-
-/* Why the kernels of collectives.cu cannot serve, or QCOLL_OK.  A kernel
- * that gave up earlier leaves the ranks' flags disagreeing: launching more
- * would only time out again. */
-static qcoll_status_t coll_ready(qcoll_comm_t comm, const char *name) {
-  struct qcoll__cuda_comm *cc = comm->cuda;
-  if (!cc || !cc->usable)
-    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
-                        "%s: CUDA IPC is not usable on this communicator: %s",
-                        name,
-                        cc && cc->reason[0] ? cc->reason : "not initialised");
-  return qcoll__cuda_poll_async_error(comm);
-}
-
-static bool ipc_coll_kind(qcoll__coll_t coll, qcoll__ipc_coll_t *kind) {
-  switch (coll) {
-    case QCOLL__COLL_ALL_REDUCE: *kind = QCOLL_IPC_COLL_ALL_REDUCE; return true;
-    case QCOLL__COLL_REDUCE: *kind = QCOLL_IPC_COLL_REDUCE; return true;
-    case QCOLL__COLL_BROADCAST: *kind = QCOLL_IPC_COLL_BROADCAST; return true;
-    case QCOLL__COLL_ALL_GATHER: *kind = QCOLL_IPC_COLL_ALL_GATHER; return true;
-    case QCOLL__COLL_REDUCE_SCATTER:
-      *kind = QCOLL_IPC_COLL_REDUCE_SCATTER;
-      return true;
-    case QCOLL__COLL_ALL_TO_ALL: *kind = QCOLL_IPC_COLL_ALL_TO_ALL; return true;
-    case QCOLL__COLL_BARRIER: *kind = QCOLL_IPC_COLL_BARRIER; return true;
-    default: return false;
-  }
-}
-
-static qcoll_status_t launch_failed(qcoll_comm_t comm, const char *name,
-                                    size_t chunk_index, size_t chunks, size_t n,
-                                    qcoll_dtype_t dtype, cudaError_t err) {
-  (void)cudaGetLastError();
-  return qcoll__error(comm, QCOLL_ERR_CUDA,
-                      "launching the %s kernel (chunk %zu of %zu, %zu %s "
-                      "elements) on device %d failed: %s (%s)",
-                      name, chunk_index, chunks, n, qcoll_dtype_name(dtype),
-                      comm->device, cudaGetErrorName(err),
-                      cudaGetErrorString(err));
-}
-
-qcoll_status_t qcoll__cuda_collective(qcoll_comm_t comm, qcoll__coll_t coll,
-                                      const void *sendbuf, void *recvbuf,
-                                      size_t count, qcoll_dtype_t dtype,
-                                      qcoll_op_t op, int root, void *stream) {
-  struct qcoll__cuda_comm *cc = comm->cuda;
-  const char *name = qcoll__coll_name(coll);
-  qcoll__ipc_coll_t kind;
-  if (!ipc_coll_kind(coll, &kind))
-    return qcoll__error(comm, QCOLL_ERR_INTERNAL,
-                        "%s has no CUDA IPC collective kernel", name);
-  qcoll_status_t st = coll_ready(comm, name);
-  if (st != QCOLL_OK) return st;
-  if (!qcoll__cuda_coll_supported(kind, dtype, op))
-    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
-                        "%s: the CUDA IPC kernels do not serve %s/%s", name,
-                        qcoll_dtype_name(dtype), qcoll_op_name(op));
-  qcoll__ipc_coll_args_t args = {.kind = kind,
-                                 .send = sendbuf,
-                                 .recv = recvbuf,
-                                 .count = count,
-                                 .offset = 0,
-                                 .len = 0,
-                                 .dtype = dtype,
-                                 .op = op,
-                                 .root = root};
-  if (kind == QCOLL_IPC_COLL_BARRIER) {
-    cudaError_t err =
-        qcoll__cuda_coll_launch(&cc->coll_view, &args, (cudaStream_t)stream);
-    if (err != cudaSuccess)
-      return launch_failed(comm, name, 1, 1, 0, dtype, err);
-    QLOG_TRACE(comm, COLL, "barrier: kernel barrier on stream %p", stream);
-    return QCOLL_OK;
-  }
-  if (count == 0) return QCOLL_OK;
-  const size_t chunk =
-      qcoll__cuda_coll_chunk_elems(&cc->coll_view, kind, dtype);
-  if (chunk == 0)
-    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
-                        "%s: data regions of %zu bytes hold no %s element for "
-                        "%d ranks (QCOLL_IPC_BYTES too small)",
-                        name, cc->coll_view.region_bytes,
-                        qcoll_dtype_name(dtype), comm->nranks);
-  const size_t chunks = (count + chunk - 1) / chunk;
-  for (size_t k = 0; k < chunks; k++) {
-    args.offset = k * chunk;
-    args.len = QCOLL_MIN(chunk, count - args.offset);
-    cudaError_t err =
-        qcoll__cuda_coll_launch(&cc->coll_view, &args, (cudaStream_t)stream);
-    if (err != cudaSuccess)
-      return launch_failed(comm, name, k + 1, chunks, args.len, dtype, err);
-  }
-  QLOG_TRACE(comm, COLL,
-             "%s %zu x %s: IPC kernels, %zu launch(es) on stream %p", name,
-             count, qcoll_dtype_name(dtype), chunks, stream);
-  return QCOLL_OK;
-}
-
-static qcoll_status_t p2p(qcoll_comm_t comm, bool send, void *buf, size_t count,
-                          qcoll_dtype_t dtype, int peer, void *stream) {
-  struct qcoll__cuda_comm *cc = comm->cuda;
-  const char *name = send ? "send" : "recv";
-  qcoll_status_t st = coll_ready(comm, name);
-  if (st != QCOLL_OK) return st;
-  size_t bytes = count * qcoll_dtype_size(dtype);
-  if (bytes == 0) return QCOLL_OK;
-  cudaError_t err =
-      send ? qcoll__cuda_send_launch(&cc->coll_view, &cc->p2p, buf, bytes, peer,
-                                     (cudaStream_t)stream)
-           : qcoll__cuda_recv_launch(&cc->coll_view, &cc->p2p, buf, bytes, peer,
-                                     (cudaStream_t)stream);
-  if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    return qcoll__error(comm, QCOLL_ERR_CUDA,
-                        "launching the %s kernel (%zu bytes, %s rank %d) on "
-                        "device %d failed: %s (%s)",
-                        name, bytes, send ? "to" : "from", peer, comm->device,
-                        cudaGetErrorName(err), cudaGetErrorString(err));
-  }
-  QLOG_TRACE(comm, COLL, "%s %zu bytes %s rank %d: IPC channel, stream %p",
-             name, bytes, send ? "to" : "from", peer, stream);
-  return QCOLL_OK;
-}
-
-qcoll_status_t qcoll__cuda_send(qcoll_comm_t comm, const void *sendbuf,
-                                size_t count, qcoll_dtype_t dtype, int peer,
-                                void *stream) {
-  return p2p(comm, true, (void *)sendbuf, count, dtype, peer, stream);
-}
-
-qcoll_status_t qcoll__cuda_recv(qcoll_comm_t comm, void *recvbuf, size_t count,
-                                qcoll_dtype_t dtype, int peer, void *stream) {
-  return p2p(comm, false, recvbuf, count, dtype, peer, stream);
-}
-
-qcoll_status_t qcoll__cuda_stream_wait(qcoll_comm_t comm, void *stream) {
-  cudaError_t err = cudaStreamSynchronize((cudaStream_t)stream);
-  if (err == cudaSuccess) return QCOLL_OK;
-  (void)cudaGetLastError();
-  return qcoll__error(comm, QCOLL_ERR_CUDA,
-                      "cudaStreamSynchronize(stream %p) on device %d failed: "
-                      "%s (%s)",
-                      stream, comm->device, cudaGetErrorName(err),
-                      cudaGetErrorString(err));
 }
 
 #endif /* QCOLL_HAVE_CUDA */

@@ -1,7 +1,6 @@
 /*
  * Host side of the push one-shot all-reduce (cuda_push.h).  Everything
- * that can be decided once is decided at init; a call only cuts the
- * message into slot-sized launches.
+ * that can be decided once is decided at init.
  */
 #ifdef QCOLL_HAVE_CUDA /* the whole file: CUDA builds only */
 
@@ -9,11 +8,7 @@
 
 #include <string.h>
 
-#include "../core/config.h"
-
-size_t qcoll__push_requested_slot_bytes(void) {
-  return qcoll__push_slot_bytes(qcoll__env_bytes("QCOLL_IPC_PUSH_BYTES"));
-}
+#include "../base/common.h"
 
 cudaError_t qcoll__push_area_init(char *area, size_t area_bytes,
                                   cudaStream_t s) {
@@ -34,8 +29,8 @@ cudaError_t qcoll__push_resident_blocks(int device, int *blocks) {
   return err;
 }
 
-bool qcoll__cuda_pdl_enabled(int device) {
-  if (!qcoll__env_bool("QCOLL_PDL")) return false;
+bool qcoll__cuda_pdl_enabled(int device, bool wanted) {
+  if (!wanted) return false;
   int major = 0, driver = 0;
   if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
                              device) != cudaSuccess ||
@@ -62,20 +57,5 @@ bool qcoll__push_fits(const qcoll__push_view_t *view, size_t count,
   return view->slot_bytes && count <= qcoll__cuda_push_chunk_elems(view, dtype);
 }
 
-qcoll_status_t qcoll__push_all_reduce(qcoll_comm_t comm,
-                                      const qcoll__push_view_t *view,
-                                      const void *sendbuf, void *recvbuf,
-                                      size_t count, qcoll_dtype_t dtype,
-                                      qcoll_op_t op, void *stream) {
-  cudaError_t err = qcoll__cuda_push_launch(view, sendbuf, recvbuf, count,
-                                            dtype, op, (cudaStream_t)stream);
-  if (err == cudaSuccess) return QCOLL_OK;
-  (void)cudaGetLastError();
-  return qcoll__error(comm, QCOLL_ERR_CUDA,
-                      "launching the push one-shot all-reduce kernel (%zu %s "
-                      "elements) on device %d failed: %s (%s)",
-                      count, qcoll_dtype_name(dtype), comm->device,
-                      cudaGetErrorName(err), cudaGetErrorString(err));
-}
 
 #endif

@@ -11,15 +11,11 @@
 #include <stdbool.h>
 
 #include "../coll/cuda/push_launch.h"
-#include "../core/comm.h"
+#include "../base/context.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* The slot size this rank asks for (QCOLL_IPC_PUSH_BYTES, rounded; 0: the
- * push one-shot is off). */
-size_t qcoll__push_requested_slot_bytes(void);
 
 /* Fill the push area at `area` (area_bytes long): control zeroed, every
  * slot the sentinel.  Enqueued on s; the caller synchronises. */
@@ -30,10 +26,10 @@ cudaError_t qcoll__push_area_init(char *area, size_t area_bytes,
 cudaError_t qcoll__push_resident_blocks(int device, int *blocks);
 
 /* Whether the IPC kernels launch with programmatic dependent launch on
- * `device`: QCOLL_PDL is on and the device (compute capability 9.0 or
+ * `device`: `wanted` (QCOLL_PDL) and the device (compute capability 9.0 or
  * later) and the driver (CUDA 12.3 or later, needed to capture it into
  * graphs) support it. */
-bool qcoll__cuda_pdl_enabled(int device);
+bool qcoll__cuda_pdl_enabled(int device, bool wanted);
 
 /* The push view from the communicator's IPC view (its pdl included). */
 qcoll__push_view_t qcoll__push_view_make(const qcoll__ipc_view_t *ipc,
@@ -45,15 +41,6 @@ qcoll__push_view_t qcoll__push_view_make(const qcoll__ipc_view_t *ipc,
  * (docs/results/2026-12-h200-push-oneshot.md). */
 bool qcoll__push_fits(const qcoll__push_view_t *view, size_t count,
                       qcoll_dtype_t dtype);
-
-/* The one-shot all-reduce of a message that fits (qcoll__push_fits) in one
- * push launch on stream (f16/bf16/f32, sum/min/max, checked by the
- * caller). */
-qcoll_status_t qcoll__push_all_reduce(qcoll_comm_t comm,
-                                      const qcoll__push_view_t *view,
-                                      const void *sendbuf, void *recvbuf,
-                                      size_t count, qcoll_dtype_t dtype,
-                                      qcoll_op_t op, void *stream);
 
 #ifdef __cplusplus
 }

@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "../bootstrap/bootstrap.h"
-#include "../core/config.h"
+#include "../base/config.h"
 #include "../runtime/runtime.h"
 
 #ifdef QCOLL_HAVE_CUDA
@@ -420,11 +420,11 @@ struct qcoll__nccl_comm {
   char why[REASON_BYTES + 64];
 };
 
-qcoll__nccl_state_t qcoll__nccl_comm_state(qcoll_comm_t comm) {
+qcoll__nccl_state_t qcoll__nccl_comm_state(qcoll__ctx_t *comm) {
   return comm->nccl ? comm->nccl->state : QCOLL__NCCL_UNTRIED;
 }
 
-const char *qcoll__nccl_comm_refusal(qcoll_comm_t comm) {
+const char *qcoll__nccl_comm_refusal(qcoll__ctx_t *comm) {
   return comm->nccl && comm->nccl->state == QCOLL__NCCL_REFUSED
              ? comm->nccl->why
              : "";
@@ -453,7 +453,7 @@ typedef enum wait_end { WAIT_DONE, WAIT_TIMEOUT, WAIT_ABORTED } wait_end_t;
  * progress"; *result is then its outcome.  It spins (yielding the core to
  * NCCL's own threads) for NCCL_WAIT_SPIN_S, then naps from 50 us up to
  * 1 ms, so fast completions cost little and slow ones do not burn a core. */
-static wait_end_t wait_nccl(qcoll_comm_t comm, void *handle,
+static wait_end_t wait_nccl(qcoll__ctx_t *comm, void *handle,
                             qcoll__deadline_t deadline, int *result) {
   const double spin_end = qcoll__now() + NCCL_WAIT_SPIN_S;
   long nap_ns = 50000;
@@ -468,7 +468,7 @@ static wait_end_t wait_nccl(qcoll_comm_t comm, void *handle,
       *result = async;
       return WAIT_DONE;
     }
-    if (qcoll__comm_aborted(comm)) return WAIT_ABORTED;
+    if (qcoll__ctx_aborted(comm)) return WAIT_ABORTED;
     if (qcoll__deadline_passed(deadline)) return WAIT_TIMEOUT;
     if (qcoll__now() < spin_end) {
       sched_yield();
@@ -481,7 +481,7 @@ static wait_end_t wait_nccl(qcoll_comm_t comm, void *handle,
 }
 
 /* ncclCommAbort never waits for peers, so it is the way out of anything. */
-static void abort_handle(qcoll_comm_t comm, void **handle) {
+static void abort_handle(qcoll__ctx_t *comm, void **handle) {
   if (!*handle) return;
   int r = api.comm_abort(*handle);
   if (r != QCOLL__NCCL_SUCCESS && r != QCOLL__NCCL_IN_PROGRESS)
@@ -489,9 +489,9 @@ static void abort_handle(qcoll_comm_t comm, void **handle) {
   *handle = NULL;
 }
 
-static void refuse(qcoll_comm_t comm, struct qcoll__nccl_comm *s,
+static void refuse(qcoll__ctx_t *comm, struct qcoll__nccl_comm *s,
                    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void refuse(qcoll_comm_t comm, struct qcoll__nccl_comm *s,
+static void refuse(qcoll__ctx_t *comm, struct qcoll__nccl_comm *s,
                    const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -525,7 +525,7 @@ typedef struct result_msg {
 
 /* PCI bus id of comm's device, the identity NCCL uses to refuse two ranks
  * on one GPU; "" when it cannot be asked (it is then not compared). */
-static void local_bus_id(qcoll_comm_t comm, char *out, size_t n) {
+static void local_bus_id(qcoll__ctx_t *comm, char *out, size_t n) {
   out[0] = '\0';
 #ifdef QCOLL_HAVE_CUDA
   if (comm->device < 0) return;
@@ -544,7 +544,7 @@ static void local_bus_id(qcoll_comm_t comm, char *out, size_t n) {
 #endif
 }
 
-static void fill_ready(qcoll_comm_t comm, ready_msg_t *m) {
+static void fill_ready(qcoll__ctx_t *comm, ready_msg_t *m) {
   memset(m, 0, sizeof *m);
   m->host_index = comm->host_index;
   m->device = comm->device;
@@ -580,7 +580,7 @@ static int by_host_and_bus(const void *x, const void *y, void *ctx) {
  * every rank) when some rank cannot use NCCL or two ranks of one host
  * share a GPU, which NCCL would refuse ("Duplicate GPU detected") only
  * after a costly init that may fail on some ranks and not others. */
-static qcoll_status_t agree_ready(qcoll_comm_t comm,
+static qcoll_status_t agree_ready(qcoll__ctx_t *comm,
                                   struct qcoll__nccl_comm *s) {
   size_t n = (size_t)comm->nranks;
   ready_msg_t *all = calloc(n, sizeof *all);
@@ -638,7 +638,7 @@ out:
 }
 
 /* Step 2, collective: rank 0 makes NCCL's unique id and broadcasts it. */
-static qcoll_status_t share_unique_id(qcoll_comm_t comm,
+static qcoll_status_t share_unique_id(qcoll__ctx_t *comm,
                                       struct qcoll__nccl_comm *s,
                                       qcoll__nccl_unique_id_t *id) {
   id_msg_t m;
@@ -677,7 +677,7 @@ static qcoll__nccl_config_t nccl_config(int blocking) {
 /* Wait for a non-blocking NCCL operation (fn, on handle) to finish by
  * deadline; true when it succeeded, else why says what went wrong
  * (during names the operation in the abort message). */
-static bool wait_succeeded(qcoll_comm_t comm, void *handle,
+static bool wait_succeeded(qcoll__ctx_t *comm, void *handle,
                            qcoll__deadline_t deadline, double seconds,
                            const char *fn, const char *during, char *why,
                            size_t n) {
@@ -698,7 +698,7 @@ static bool wait_succeeded(qcoll_comm_t comm, void *handle,
  * polled until done.  Its deadline is half the communicator's, so a rank
  * that failed at once (and waits in step 4 with the full deadline) is
  * still waiting when the others give up on NCCL and join it. */
-static bool init_local(qcoll_comm_t comm, const qcoll__nccl_unique_id_t *id,
+static bool init_local(qcoll__ctx_t *comm, const qcoll__nccl_unique_id_t *id,
                        void **handle, char *why, size_t n) {
   *handle = NULL;
   qcoll__device_guard_t guard;
@@ -731,7 +731,7 @@ static bool init_local(qcoll_comm_t comm, const qcoll__nccl_unique_id_t *id,
 /* Collective: all-gather every rank's outcome (ok, or why not).  *bad is
  * the first rank that failed, nranks when none did; its reason, if any,
  * goes to reason. */
-static qcoll_status_t gather_outcomes(qcoll_comm_t comm, bool ok,
+static qcoll_status_t gather_outcomes(qcoll__ctx_t *comm, bool ok,
                                       const char *why, int *bad,
                                       char reason[REASON_BYTES]) {
   *bad = comm->nranks;
@@ -755,7 +755,7 @@ static qcoll_status_t gather_outcomes(qcoll_comm_t comm, bool ok,
 }
 
 /* Step 4, collective: keep NCCL only if every rank got it. */
-static qcoll_status_t agree_result(qcoll_comm_t comm,
+static qcoll_status_t agree_result(qcoll__ctx_t *comm,
                                    struct qcoll__nccl_comm *s, void **handle,
                                    bool ok, const char *why) {
   int bad = comm->nranks;
@@ -788,7 +788,7 @@ static qcoll_status_t agree_result(qcoll_comm_t comm,
  * every rank is here.  Ranks agree on the outcome: if the split failed
  * anywhere, the parents may be stuck in it, so NCCL is given up on every
  * rank, with the reason.  QCOLL_NCCL_BLOCKING=0 skips this step. */
-static bool split_local(qcoll_comm_t comm, struct qcoll__nccl_comm *s,
+static bool split_local(qcoll__ctx_t *comm, struct qcoll__nccl_comm *s,
                         char *why, size_t n) {
   qcoll__nccl_config_t config = nccl_config(1);
   qcoll__deadline_t deadline = qcoll__deadline_in(comm->timeout_s / 2);
@@ -810,9 +810,9 @@ static bool split_local(qcoll_comm_t comm, struct qcoll__nccl_comm *s,
                         "ncclCommSplit", why, n);
 }
 
-static qcoll_status_t use_blocking_child(qcoll_comm_t comm,
+static qcoll_status_t use_blocking_child(qcoll__ctx_t *comm,
                                          struct qcoll__nccl_comm *s) {
-  if (!qcoll__env_bool("QCOLL_NCCL_BLOCKING")) return QCOLL_OK;
+  if (!comm->config.nccl_blocking) return QCOLL_OK;
   if (!api.comm_split) {
     QLOG_INFO(comm, NCCL,
               "this NCCL has no ncclCommSplit: its calls stay non-blocking");
@@ -846,7 +846,7 @@ static qcoll_status_t use_blocking_child(qcoll_comm_t comm,
   return st;
 }
 
-static qcoll_status_t create(qcoll_comm_t comm, struct qcoll__nccl_comm *s) {
+static qcoll_status_t create(qcoll__ctx_t *comm, struct qcoll__nccl_comm *s) {
   qcoll_status_t st = agree_ready(comm, s);
   if (st != QCOLL_OK || s->state == QCOLL__NCCL_REFUSED) return st;
   qcoll__nccl_unique_id_t id;
@@ -860,19 +860,19 @@ static qcoll_status_t create(qcoll_comm_t comm, struct qcoll__nccl_comm *s) {
   return use_blocking_child(comm, s);
 }
 
-static qcoll_status_t refused_error(qcoll_comm_t comm) {
+static qcoll_status_t refused_error(qcoll__ctx_t *comm) {
   return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
                       "NCCL cannot serve this communicator: %s",
                       comm->nccl->why);
 }
 
-qcoll_status_t qcoll__nccl_comm_get(qcoll_comm_t comm, void **nccl_comm) {
+qcoll_status_t qcoll__nccl_comm_get(qcoll__ctx_t *comm, void **nccl_comm) {
   *nccl_comm = NULL;
   if (!comm->nccl) {
     struct qcoll__nccl_comm *s = calloc(1, sizeof *s);
     if (!s) {
       /* The peers are in the protocol already; this rank cannot follow. */
-      qcoll__comm_mark_broken(comm);
+      qcoll__ctx_mark_broken(comm);
       return qcoll__error(comm, QCOLL_ERR_OUT_OF_MEMORY,
                           "cannot allocate the NCCL state");
     }
@@ -883,7 +883,7 @@ qcoll_status_t qcoll__nccl_comm_get(qcoll_comm_t comm, void **nccl_comm) {
       if (s->state != QCOLL__NCCL_REFUSED)
         refuse(comm, s, "the bootstrap failed during NCCL init (%s)",
                qcoll_status_string(st));
-      qcoll__comm_mark_broken(comm);
+      qcoll__ctx_mark_broken(comm);
       return st;
     }
   }
@@ -892,7 +892,7 @@ qcoll_status_t qcoll__nccl_comm_get(qcoll_comm_t comm, void **nccl_comm) {
   return QCOLL_OK;
 }
 
-qcoll_status_t qcoll__nccl_comm_prepare(qcoll_comm_t comm, void *stream,
+qcoll_status_t qcoll__nccl_comm_prepare(qcoll__ctx_t *comm, void *stream,
                                         void **nccl_comm) {
   *nccl_comm = NULL;
   if (qcoll__nccl_comm_state(comm) == QCOLL__NCCL_UNTRIED) {
@@ -916,7 +916,7 @@ qcoll_status_t qcoll__nccl_comm_prepare(qcoll_comm_t comm, void *stream,
 
 /* Finalize and destroy one NCCL communicator (abort it when the
  * communicator is broken or finalize does not finish by the deadline). */
-static void release_handle(qcoll_comm_t comm, struct qcoll__nccl_comm *s,
+static void release_handle(qcoll__ctx_t *comm, struct qcoll__nccl_comm *s,
                            void **handle, bool healthy) {
   bool finalized = false;
   if (healthy) {
@@ -925,7 +925,7 @@ static void release_handle(qcoll_comm_t comm, struct qcoll__nccl_comm *s,
      * mid-collective) passes the deadline and is aborted instead. */
     int r = api.comm_finalize(*handle);
     if (r == QCOLL__NCCL_IN_PROGRESS || r == QCOLL__NCCL_SUCCESS) {
-      wait_end_t end = wait_nccl(comm, *handle, qcoll__comm_deadline(comm), &r);
+      wait_end_t end = wait_nccl(comm, *handle, qcoll__ctx_deadline(comm), &r);
       finalized = end == WAIT_DONE && r == QCOLL__NCCL_SUCCESS;
       if (end == WAIT_TIMEOUT)
         QLOG_WARN(comm, NCCL,
@@ -950,7 +950,7 @@ static void release_handle(qcoll_comm_t comm, struct qcoll__nccl_comm *s,
   }
 }
 
-void qcoll__nccl_comm_destroy(qcoll_comm_t comm) {
+void qcoll__nccl_comm_destroy(qcoll__ctx_t *comm) {
   struct qcoll__nccl_comm *s = comm->nccl;
   if (!s) return;
   comm->nccl = NULL;
@@ -969,7 +969,7 @@ void qcoll__nccl_comm_destroy(qcoll_comm_t comm) {
   free(s);
 }
 
-qcoll_status_t qcoll__nccl_poll_async_error(qcoll_comm_t comm) {
+qcoll_status_t qcoll__nccl_poll_async_error(qcoll__ctx_t *comm) {
   struct qcoll__nccl_comm *s = comm->nccl;
   if (!s || s->state != QCOLL__NCCL_READY || !s->handle) return QCOLL_OK;
   int async = QCOLL__NCCL_SUCCESS;
@@ -979,7 +979,7 @@ qcoll_status_t qcoll__nccl_poll_async_error(qcoll_comm_t comm) {
     return QCOLL_OK;
   int bad = r != QCOLL__NCCL_SUCCESS ? r : async;
   s->broken = true;
-  qcoll__comm_mark_broken(comm);
+  qcoll__ctx_mark_broken(comm);
   char d[REASON_BYTES * 2];
   describe("ncclCommGetAsyncError", s->handle, bad, d, sizeof d);
   return qcoll__error(comm, QCOLL_ERR_NCCL, "NCCL asynchronous error: %s", d);
@@ -997,7 +997,7 @@ typedef struct nccl_call {
 /* Get the NCCL communicator (creating it, collectively, when `create`),
  * map dtype/op, and enter the device guard.  The collective step comes
  * first so that a rank never leaves before its peers reach it. */
-static qcoll_status_t begin(qcoll_comm_t comm, nccl_call_t *c, bool create,
+static qcoll_status_t begin(qcoll__ctx_t *comm, nccl_call_t *c, bool create,
                             qcoll_dtype_t dtype, qcoll_op_t op, bool reduction,
                             void *stream) {
   qcoll_status_t st;
@@ -1029,12 +1029,12 @@ static qcoll_status_t begin(qcoll_comm_t comm, nccl_call_t *c, bool create,
 
 /* Wait out "in progress", turn NCCL's result into a status, leave the
  * device guard. */
-static qcoll_status_t end(qcoll_comm_t comm, nccl_call_t *c, int r,
+static qcoll_status_t end(qcoll__ctx_t *comm, nccl_call_t *c, int r,
                           const char *nccl_fn) {
   struct qcoll__nccl_comm *s = comm->nccl;
   qcoll_status_t st = QCOLL_OK;
   if (r == QCOLL__NCCL_IN_PROGRESS) {
-    wait_end_t w = wait_nccl(comm, c->handle, qcoll__comm_deadline(comm), &r);
+    wait_end_t w = wait_nccl(comm, c->handle, qcoll__ctx_deadline(comm), &r);
     if (w != WAIT_DONE) {
       abort_handle(comm, &s->handle);
       s->broken = true;
@@ -1046,7 +1046,7 @@ static qcoll_status_t end(qcoll_comm_t comm, nccl_call_t *c, int r,
                           c->fn, nccl_fn);
       } else {
         snprintf(s->why, sizeof s->why, "%s passed the deadline", nccl_fn);
-        qcoll__comm_mark_broken(comm);
+        qcoll__ctx_mark_broken(comm);
         st = qcoll__error(comm, QCOLL_ERR_TIMEOUT,
                           "%s: %s still in progress after %.1f s "
                           "(QCOLL_TIMEOUT); the NCCL communicator was aborted",
@@ -1061,7 +1061,7 @@ static qcoll_status_t end(qcoll_comm_t comm, nccl_call_t *c, int r,
      * left peers inside the collective. */
     if (r != QCOLL__NCCL_INVALID_ARGUMENT && r != QCOLL__NCCL_INVALID_USAGE) {
       s->broken = true;
-      qcoll__comm_mark_broken(comm);
+      qcoll__ctx_mark_broken(comm);
     }
     char d[REASON_BYTES * 2];
     describe(nccl_fn, c->handle, r, d, sizeof d);
@@ -1072,7 +1072,7 @@ out:
   return st;
 }
 
-qcoll_status_t qcoll__nccl_all_reduce(qcoll_comm_t comm, const void *sendbuf,
+qcoll_status_t qcoll__nccl_all_reduce(qcoll__ctx_t *comm, const void *sendbuf,
                                       void *recvbuf, size_t count,
                                       qcoll_dtype_t dtype, qcoll_op_t op,
                                       void *stream) {
@@ -1084,7 +1084,7 @@ qcoll_status_t qcoll__nccl_all_reduce(qcoll_comm_t comm, const void *sendbuf,
   return end(comm, &c, r, "ncclAllReduce");
 }
 
-qcoll_status_t qcoll__nccl_reduce(qcoll_comm_t comm, const void *sendbuf,
+qcoll_status_t qcoll__nccl_reduce(qcoll__ctx_t *comm, const void *sendbuf,
                                   void *recvbuf, size_t count,
                                   qcoll_dtype_t dtype, qcoll_op_t op, int root,
                                   void *stream) {
@@ -1096,7 +1096,7 @@ qcoll_status_t qcoll__nccl_reduce(qcoll_comm_t comm, const void *sendbuf,
   return end(comm, &c, r, "ncclReduce");
 }
 
-qcoll_status_t qcoll__nccl_broadcast(qcoll_comm_t comm, const void *sendbuf,
+qcoll_status_t qcoll__nccl_broadcast(qcoll__ctx_t *comm, const void *sendbuf,
                                      void *recvbuf, size_t count,
                                      qcoll_dtype_t dtype, int root,
                                      void *stream) {
@@ -1108,7 +1108,7 @@ qcoll_status_t qcoll__nccl_broadcast(qcoll_comm_t comm, const void *sendbuf,
   return end(comm, &c, r, "ncclBroadcast");
 }
 
-qcoll_status_t qcoll__nccl_all_gather(qcoll_comm_t comm, const void *sendbuf,
+qcoll_status_t qcoll__nccl_all_gather(qcoll__ctx_t *comm, const void *sendbuf,
                                       void *recvbuf, size_t sendcount,
                                       qcoll_dtype_t dtype, void *stream) {
   nccl_call_t c = {.fn = "qcoll_all_gather"};
@@ -1119,7 +1119,7 @@ qcoll_status_t qcoll__nccl_all_gather(qcoll_comm_t comm, const void *sendbuf,
   return end(comm, &c, r, "ncclAllGather");
 }
 
-qcoll_status_t qcoll__nccl_reduce_scatter(qcoll_comm_t comm,
+qcoll_status_t qcoll__nccl_reduce_scatter(qcoll__ctx_t *comm,
                                           const void *sendbuf, void *recvbuf,
                                           size_t recvcount, qcoll_dtype_t dtype,
                                           qcoll_op_t op, void *stream) {
@@ -1131,7 +1131,7 @@ qcoll_status_t qcoll__nccl_reduce_scatter(qcoll_comm_t comm,
   return end(comm, &c, r, "ncclReduceScatter");
 }
 
-qcoll_status_t qcoll__nccl_all_to_all(qcoll_comm_t comm, const void *sendbuf,
+qcoll_status_t qcoll__nccl_all_to_all(qcoll__ctx_t *comm, const void *sendbuf,
                                       void *recvbuf, size_t count,
                                       qcoll_dtype_t dtype, void *stream) {
   nccl_call_t c = {.fn = "qcoll_all_to_all"};
@@ -1161,7 +1161,7 @@ qcoll_status_t qcoll__nccl_all_to_all(qcoll_comm_t comm, const void *sendbuf,
   return end(comm, &c, r, what);
 }
 
-qcoll_status_t qcoll__nccl_send(qcoll_comm_t comm, const void *sendbuf,
+qcoll_status_t qcoll__nccl_send(qcoll__ctx_t *comm, const void *sendbuf,
                                 size_t count, qcoll_dtype_t dtype, int peer,
                                 void *stream) {
   nccl_call_t c = {.fn = "qcoll_send"};
@@ -1171,7 +1171,7 @@ qcoll_status_t qcoll__nccl_send(qcoll_comm_t comm, const void *sendbuf,
   return end(comm, &c, r, "ncclSend");
 }
 
-qcoll_status_t qcoll__nccl_recv(qcoll_comm_t comm, void *recvbuf, size_t count,
+qcoll_status_t qcoll__nccl_recv(qcoll__ctx_t *comm, void *recvbuf, size_t count,
                                 qcoll_dtype_t dtype, int peer, void *stream) {
   nccl_call_t c = {.fn = "qcoll_recv"};
   qcoll_status_t st = begin(comm, &c, false, dtype, QCOLL_SUM, false, stream);

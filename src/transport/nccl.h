@@ -42,7 +42,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "../core/comm.h"
+#include "../base/context.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -144,14 +144,14 @@ int qcoll__nccl_op(qcoll_op_t op);
  * reason (identical on every rank) when NCCL cannot serve comm: the caller
  * may then pick another path.  Bootstrap failures (timeout, peer died,
  * abort) return their own status and mark comm broken. */
-qcoll_status_t qcoll__nccl_comm_get(qcoll_comm_t comm, void **nccl_comm);
+qcoll_status_t qcoll__nccl_comm_get(qcoll__ctx_t *comm, void **nccl_comm);
 /* qcoll__nccl_comm_get() for a call on `stream`: while the NCCL
  * communicator does not exist yet and stream is being captured into a CUDA
  * graph, returns QCOLL_ERR_UNSUPPORTED without changing anything (NCCL's
  * init cannot run inside a capture), so the caller serves this call another
  * way and a later uncaptured call creates the communicator.  Collective
  * like qcoll__nccl_comm_get(); this is the one core should call. */
-qcoll_status_t qcoll__nccl_comm_prepare(qcoll_comm_t comm, void *stream,
+qcoll_status_t qcoll__nccl_comm_prepare(qcoll__ctx_t *comm, void *stream,
                                         void **nccl_comm);
 typedef enum qcoll__nccl_state {
   QCOLL__NCCL_UNTRIED = 0, /* qcoll__nccl_comm_get() not called yet */
@@ -162,17 +162,17 @@ typedef enum qcoll__nccl_state {
  * (it changes only inside qcoll__nccl_comm_get, which all ranks call
  * together), so selection and point-to-point calls may branch on it:
  * e.g. skip NCCL without calling anything once it was refused. */
-qcoll__nccl_state_t qcoll__nccl_comm_state(qcoll_comm_t comm);
+qcoll__nccl_state_t qcoll__nccl_comm_state(qcoll__ctx_t *comm);
 /* Why NCCL was refused on comm ("" unless REFUSED). */
-const char *qcoll__nccl_comm_refusal(qcoll_comm_t comm);
+const char *qcoll__nccl_comm_refusal(qcoll__ctx_t *comm);
 /* Free comm's NCCL state.  A healthy communicator is finalised (flushing
  * its work, within the deadline) and destroyed; a broken or aborted one,
  * or one whose finalise passes the deadline, is aborted, which never
  * hangs.  Safe when NCCL was never used (comm->nccl NULL). */
-void qcoll__nccl_comm_destroy(qcoll_comm_t comm);
+void qcoll__nccl_comm_destroy(qcoll__ctx_t *comm);
 /* QCOLL_OK, or QCOLL_ERR_NCCL with NCCL's message when NCCL reported an
  * asynchronous error on comm (also marks comm broken). */
-qcoll_status_t qcoll__nccl_poll_async_error(qcoll_comm_t comm);
+qcoll_status_t qcoll__nccl_poll_async_error(qcoll__ctx_t *comm);
 
 /* ---- collectives -----------------------------------------------------
  * Same arguments and meaning as core's host functions (validated by core:
@@ -183,33 +183,33 @@ qcoll_status_t qcoll__nccl_poll_async_error(qcoll_comm_t comm);
  * (QCOLL_ERR_UNSUPPORTED otherwise, on both peers alike).  NCCL errors
  * give QCOLL_ERR_NCCL with NCCL's own message; errors other than a bad
  * argument also mark comm broken. */
-qcoll_status_t qcoll__nccl_all_reduce(qcoll_comm_t comm, const void *sendbuf,
+qcoll_status_t qcoll__nccl_all_reduce(qcoll__ctx_t *comm, const void *sendbuf,
                                       void *recvbuf, size_t count,
                                       qcoll_dtype_t dtype, qcoll_op_t op,
                                       void *stream);
-qcoll_status_t qcoll__nccl_reduce(qcoll_comm_t comm, const void *sendbuf,
+qcoll_status_t qcoll__nccl_reduce(qcoll__ctx_t *comm, const void *sendbuf,
                                   void *recvbuf, size_t count,
                                   qcoll_dtype_t dtype, qcoll_op_t op, int root,
                                   void *stream);
-qcoll_status_t qcoll__nccl_broadcast(qcoll_comm_t comm, const void *sendbuf,
+qcoll_status_t qcoll__nccl_broadcast(qcoll__ctx_t *comm, const void *sendbuf,
                                      void *recvbuf, size_t count,
                                      qcoll_dtype_t dtype, int root,
                                      void *stream);
-qcoll_status_t qcoll__nccl_all_gather(qcoll_comm_t comm, const void *sendbuf,
+qcoll_status_t qcoll__nccl_all_gather(qcoll__ctx_t *comm, const void *sendbuf,
                                       void *recvbuf, size_t sendcount,
                                       qcoll_dtype_t dtype, void *stream);
-qcoll_status_t qcoll__nccl_reduce_scatter(qcoll_comm_t comm,
+qcoll_status_t qcoll__nccl_reduce_scatter(qcoll__ctx_t *comm,
                                           const void *sendbuf, void *recvbuf,
                                           size_t recvcount, qcoll_dtype_t dtype,
                                           qcoll_op_t op, void *stream);
 /* As one NCCL group of nranks sends and nranks receives. */
-qcoll_status_t qcoll__nccl_all_to_all(qcoll_comm_t comm, const void *sendbuf,
+qcoll_status_t qcoll__nccl_all_to_all(qcoll__ctx_t *comm, const void *sendbuf,
                                       void *recvbuf, size_t count,
                                       qcoll_dtype_t dtype, void *stream);
-qcoll_status_t qcoll__nccl_send(qcoll_comm_t comm, const void *sendbuf,
+qcoll_status_t qcoll__nccl_send(qcoll__ctx_t *comm, const void *sendbuf,
                                 size_t count, qcoll_dtype_t dtype, int peer,
                                 void *stream);
-qcoll_status_t qcoll__nccl_recv(qcoll_comm_t comm, void *recvbuf, size_t count,
+qcoll_status_t qcoll__nccl_recv(qcoll__ctx_t *comm, void *recvbuf, size_t count,
                                 qcoll_dtype_t dtype, int peer, void *stream);
 
 #ifdef __cplusplus

@@ -68,7 +68,7 @@
 #include <unistd.h>
 
 #include "../bootstrap/bootstrap.h"
-#include "../core/config.h"
+#include "../base/config.h"
 
 #define SHM_MAGIC 0x6d68736c6c6f6371ull /* "qcollshm" */
 #define SHM_VERSION 1u
@@ -160,7 +160,7 @@ struct qcoll__shm {
 };
 
 /* What a wait is for, described only when it fails. */
-typedef void (*describe_fn)(qcoll_comm_t comm, const void *ctx, char *buf,
+typedef void (*describe_fn)(qcoll__ctx_t *comm, const void *ctx, char *buf,
                             size_t len);
 
 static inline bool reached(uint32_t value, uint32_t target) {
@@ -182,7 +182,7 @@ static size_t align_down(size_t x, size_t a) {
   return x / a * a;
 }
 
-static int global_rank(qcoll_comm_t comm, int local) {
+static int global_rank(qcoll__ctx_t *comm, int local) {
   return comm->local_ranks ? comm->local_ranks[local] : local;
 }
 
@@ -229,17 +229,17 @@ static void signal_failure(qcoll__shm_t *shm, int l, unsigned why) {
   }
 }
 
-void qcoll__shm_signal_abort(qcoll_comm_t comm) {
+void qcoll__shm_signal_abort(qcoll__ctx_t *comm) {
   qcoll__shm_t *shm = comm->shm;
   if (shm) signal_failure(shm, shm->me, ABORT_FAILED);
 }
 
 /* Record the error, mark the communicator broken and tell the peers that
  * local rank `who` failed for reason `why`. */
-static qcoll_status_t fail(qcoll_comm_t comm, int who, unsigned why,
+static qcoll_status_t fail(qcoll__ctx_t *comm, int who, unsigned why,
                            qcoll_status_t status, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
-static qcoll_status_t fail(qcoll_comm_t comm, int who, unsigned why,
+static qcoll_status_t fail(qcoll__ctx_t *comm, int who, unsigned why,
                            qcoll_status_t status, const char *fmt, ...) {
   char msg[QCOLL_ERRMSG_MAX];
   va_list ap;
@@ -247,7 +247,7 @@ static qcoll_status_t fail(qcoll_comm_t comm, int who, unsigned why,
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   qcoll__error(comm, status, "%s", msg);
-  qcoll__comm_mark_broken(comm);
+  qcoll__ctx_mark_broken(comm);
   signal_failure(comm->shm, who, why);
   return status;
 }
@@ -261,11 +261,11 @@ static const char *activity(const qcoll__shm_t *shm) {
   return shm->activity ? shm->activity : "host shared memory";
 }
 
-static void describe_start(qcoll_comm_t comm, const void *ctx, char *buf,
+static void describe_start(qcoll__ctx_t *comm, const void *ctx, char *buf,
                            size_t len);
 
 /* "while waiting for <what>", or "when the call started". */
-static void describe_when(qcoll_comm_t comm, describe_fn describe,
+static void describe_when(qcoll__ctx_t *comm, describe_fn describe,
                           const void *ctx, char *buf, size_t len) {
   if (describe == describe_start) {
     snprintf(buf, len, "when the call started");
@@ -330,13 +330,13 @@ static int gone_peer(qcoll__shm_t *shm) {
   return left;
 }
 
-static qcoll_status_t check_health(qcoll_comm_t comm,
+static qcoll_status_t check_health(qcoll__ctx_t *comm,
                                    qcoll__deadline_t deadline,
                                    _Atomic uint32_t *word, uint32_t target,
                                    describe_fn describe, const void *ctx) {
   qcoll__shm_t *shm = comm->shm;
   char what[512];
-  if (qcoll__comm_aborted(comm)) {
+  if (qcoll__ctx_aborted(comm)) {
     qcoll__shm_signal_abort(comm);
     describe_when(comm, describe, ctx, what, sizeof what);
     return qcoll__error(comm, QCOLL_ERR_ABORTED, "%s: communicator aborted %s",
@@ -388,8 +388,8 @@ static qcoll_status_t check_health(qcoll_comm_t comm,
   return QCOLL_OK;
 }
 
-static bool failure_flagged(qcoll_comm_t comm) {
-  return qcoll__comm_aborted(comm) ||
+static bool failure_flagged(qcoll__ctx_t *comm) {
+  return qcoll__ctx_aborted(comm) ||
          atomic_load_explicit(&comm->shm->ctl->abort_word,
                               memory_order_relaxed) != 0;
 }
@@ -409,7 +409,7 @@ static void sleep_on(qcoll__shm_t *shm, _Atomic uint32_t *word,
   if (inside) atomic_store_explicit(mark, 0, memory_order_relaxed);
 }
 
-static qcoll_status_t wait_word(qcoll_comm_t comm, _Atomic uint32_t *word,
+static qcoll_status_t wait_word(qcoll__ctx_t *comm, _Atomic uint32_t *word,
                                 uint32_t target, describe_fn describe,
                                 const void *ctx) {
   if (reached(atomic_load_explicit(word, memory_order_acquire), target))
@@ -446,7 +446,7 @@ static qcoll_status_t wait_word(qcoll_comm_t comm, _Atomic uint32_t *word,
 }
 
 /* Used when a failure is found before a call waits for anything. */
-static void describe_start(qcoll_comm_t comm, const void *ctx, char *buf,
+static void describe_start(qcoll__ctx_t *comm, const void *ctx, char *buf,
                            size_t len) {
   snprintf(buf, len, "(nothing yet)");
 }
@@ -454,7 +454,7 @@ static void describe_start(qcoll_comm_t comm, const void *ctx, char *buf,
 /* A call must not start, let alone complete, once a local rank has failed
  * or this communicator was aborted: a barrier that the failed rank had
  * already entered would otherwise still complete. */
-static qcoll_status_t check_start(qcoll_comm_t comm) {
+static qcoll_status_t check_start(qcoll__ctx_t *comm) {
   if (!failure_flagged(comm)) return QCOLL_OK;
   qcoll__deadline_t never = {1e300};
   return check_health(comm, never, NULL, 0, describe_start, NULL);
@@ -466,14 +466,14 @@ typedef struct plain_what {
   _Atomic uint32_t *word;
 } plain_what_t;
 
-static void describe_plain(qcoll_comm_t comm, const void *ctx, char *buf,
+static void describe_plain(qcoll__ctx_t *comm, const void *ctx, char *buf,
                            size_t len) {
   const plain_what_t *w = ctx;
   snprintf(buf, len, "%s (word at %u, waiting for %u)", w->what,
            atomic_load(w->word), w->target);
 }
 
-qcoll_status_t qcoll__shm_wait_geq(qcoll_comm_t comm, _Atomic uint32_t *word,
+qcoll_status_t qcoll__shm_wait_geq(qcoll__ctx_t *comm, _Atomic uint32_t *word,
                                    uint32_t target, const char *what) {
   plain_what_t w = {what ? what : "a shared-memory flag", target, word};
   return wait_word(comm, word, target, describe_plain, &w);
@@ -481,7 +481,7 @@ qcoll_status_t qcoll__shm_wait_geq(qcoll_comm_t comm, _Atomic uint32_t *word,
 
 /* ---- barrier ------------------------------------------------------- */
 
-static void describe_barrier(qcoll_comm_t comm, const void *ctx, char *buf,
+static void describe_barrier(qcoll__ctx_t *comm, const void *ctx, char *buf,
                              size_t len) {
   const qcoll__shm_t *shm = comm->shm;
   uint32_t k = *(const uint32_t *)ctx;
@@ -505,7 +505,7 @@ static void describe_barrier(qcoll_comm_t comm, const void *ctx, char *buf,
   }
 }
 
-qcoll_status_t qcoll__shm_barrier(qcoll_comm_t comm) {
+qcoll_status_t qcoll__shm_barrier(qcoll__ctx_t *comm) {
   qcoll__shm_t *shm = comm->shm;
   if (shm->n == 1) return QCOLL_OK;
   qcoll_status_t st = check_start(comm);
@@ -527,27 +527,27 @@ qcoll_status_t qcoll__shm_barrier(qcoll_comm_t comm) {
 
 /* ---- staging ------------------------------------------------------- */
 
-const qcoll__shm_layout_t *qcoll__shm_layout(qcoll_comm_t comm) {
+const qcoll__shm_layout_t *qcoll__shm_layout(qcoll__ctx_t *comm) {
   return &comm->shm->layout;
 }
 
-uint8_t *qcoll__shm_stage(qcoll_comm_t comm) {
+uint8_t *qcoll__shm_stage(qcoll__ctx_t *comm) {
   qcoll__shm_t *shm = comm->shm;
   return shm->stage +
          (size_t)shm->parity * (size_t)shm->n * shm->layout.slot_bytes;
 }
 
-qcoll_status_t qcoll__shm_phase_sync(qcoll_comm_t comm) {
+qcoll_status_t qcoll__shm_phase_sync(qcoll__ctx_t *comm) {
   qcoll_status_t st = qcoll__shm_barrier(comm);
   comm->shm->parity ^= 1u;
   return st;
 }
 
-void qcoll__shm_set_activity(qcoll_comm_t comm, const char *name) {
+void qcoll__shm_set_activity(qcoll__ctx_t *comm, const char *name) {
   if (comm->shm) comm->shm->activity = name;
 }
 
-const char *qcoll__shm_name(qcoll_comm_t comm) {
+const char *qcoll__shm_name(qcoll__ctx_t *comm) {
   return comm->shm ? comm->shm->name : "";
 }
 
@@ -566,7 +566,7 @@ typedef struct p2p_what {
   size_t bytes;
 } p2p_what_t;
 
-static void describe_p2p(qcoll_comm_t comm, const void *ctx, char *buf,
+static void describe_p2p(qcoll__ctx_t *comm, const void *ctx, char *buf,
                          size_t len) {
   const p2p_what_t *w = ctx;
   if (w->sending)
@@ -583,7 +583,7 @@ static void describe_p2p(qcoll_comm_t comm, const void *ctx, char *buf,
              global_rank(comm, w->peer));
 }
 
-qcoll_status_t qcoll__shm_send(qcoll_comm_t comm, int peer, const void *buf,
+qcoll_status_t qcoll__shm_send(qcoll__ctx_t *comm, int peer, const void *buf,
                                size_t bytes) {
   qcoll__shm_t *shm = comm->shm;
   shm_pair_t *pair = pair_at(shm, shm->me, peer);
@@ -606,7 +606,7 @@ qcoll_status_t qcoll__shm_send(qcoll_comm_t comm, int peer, const void *buf,
   return QCOLL_OK;
 }
 
-qcoll_status_t qcoll__shm_recv(qcoll_comm_t comm, int peer, void *buf,
+qcoll_status_t qcoll__shm_recv(qcoll__ctx_t *comm, int peer, void *buf,
                                size_t bytes) {
   qcoll__shm_t *shm = comm->shm;
   shm_pair_t *pair = pair_at(shm, peer, shm->me);
@@ -641,9 +641,9 @@ typedef struct plan {
   size_t pair_stride, ranks_offset, stage_offset, pairs_offset, total;
 } plan_t;
 
-static bool plan_layout(int n, plan_t *p) {
+static bool plan_layout(const qcoll__config_t *config, int n, plan_t *p) {
   size_t nn = (size_t)n;
-  size_t budget = qcoll__env_bytes("QCOLL_SHM_BYTES");
+  size_t budget = config->shm_bytes;
   size_t slot = align_down(budget / 4 * 3 / (2 * nn), PAGE);
   /* Every rank gets at least one 64-byte sub-slot per peer (all-to-all and
    * reduce-scatter split a slot that way). */
@@ -652,11 +652,11 @@ static bool plan_layout(int n, plan_t *p) {
   slot = QCOLL_MAX(slot, slot_min);
   p->layout.slot_bytes = slot;
   p->layout.oneshot_bytes =
-      QCOLL_MIN(qcoll__env_bytes("QCOLL_SHM_ONESHOT_BYTES"), slot);
+      QCOLL_MIN(config->shm_oneshot_bytes, slot);
   size_t per_pair = budget / 4 / (nn * nn);
   size_t pair =
       per_pair > PAIR_HEADER ? align_down(per_pair - PAIR_HEADER, 128) : 0;
-  pair = QCOLL_MIN(pair, align_down(qcoll__env_bytes("QCOLL_P2P_BYTES"), 128));
+  pair = QCOLL_MIN(pair, align_down(config->p2p_bytes, 128));
   p->layout.pair_bytes = QCOLL_MAX(pair, (size_t)PAIR_MIN_BYTES);
   p->pair_stride = PAIR_HEADER + p->layout.pair_bytes;
 
@@ -686,7 +686,7 @@ static void random_name(char *name, size_t len) {
     used += snprintf(name + used, len - (size_t)used, "%02x", r[i]);
 }
 
-static qcoll_status_t map_fd(qcoll_comm_t comm, qcoll__shm_t *shm, int fd,
+static qcoll_status_t map_fd(qcoll__ctx_t *comm, qcoll__shm_t *shm, int fd,
                              size_t bytes) {
   void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED)
@@ -698,10 +698,10 @@ static qcoll_status_t map_fd(qcoll_comm_t comm, qcoll__shm_t *shm, int fd,
   return QCOLL_OK;
 }
 
-static qcoll_status_t create_segment(qcoll_comm_t comm, qcoll__shm_t *shm,
+static qcoll_status_t create_segment(qcoll__ctx_t *comm, qcoll__shm_t *shm,
                                      char *path, size_t path_len) {
   plan_t plan;
-  if (!plan_layout(comm->local_size, &plan))
+  if (!plan_layout(&comm->config, comm->local_size, &plan))
     return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
                         "host shared memory for %d local ranks overflows",
                         comm->local_size);
@@ -749,7 +749,7 @@ out:
   return st;
 }
 
-static qcoll_status_t open_segment(qcoll_comm_t comm, qcoll__shm_t *shm,
+static qcoll_status_t open_segment(qcoll__ctx_t *comm, qcoll__shm_t *shm,
                                    const char *name, const char *path) {
   snprintf(shm->name, sizeof shm->name, "%s", name);
   int fd = open(path, O_RDWR | O_CLOEXEC);
@@ -796,14 +796,13 @@ static poll_mode_t poll_mode(int local_size) {
   return local_size <= YIELD_RANKS_PER_CPU * cpus ? POLL_YIELD : POLL_NONE;
 }
 
-static double spin_seconds(int local_size) {
-  (void)local_size;
-  long long us = qcoll__env_int("QCOLL_SPIN_US");
+static double spin_seconds(const qcoll__config_t *config) {
+  long long us = config->spin_us;
   return us > 0 ? (double)us * 1e-6 : 0;
 }
 
 /* Fill the process-local view from the (validated) header. */
-static qcoll_status_t attach(qcoll_comm_t comm, qcoll__shm_t *shm) {
+static qcoll_status_t attach(qcoll__ctx_t *comm, qcoll__shm_t *shm) {
   const shm_header_t *h = &((shm_ctl_t *)shm->base)->hdr;
   shm->ctl = (shm_ctl_t *)shm->base;
   shm->ranks = (shm_rank_t *)(shm->base + h->ranks_offset);
@@ -816,7 +815,7 @@ static qcoll_status_t attach(qcoll_comm_t comm, qcoll__shm_t *shm) {
   shm->me = comm->local_rank;
   shm->n = comm->local_size;
   shm->my_pidns = pid_namespace();
-  shm->spin_s = spin_seconds(shm->n);
+  shm->spin_s = spin_seconds(&comm->config);
   shm->poll = poll_mode(shm->n);
   shm->send_seq = calloc((size_t)shm->n, sizeof *shm->send_seq);
   shm->recv_seq = calloc((size_t)shm->n, sizeof *shm->recv_seq);
@@ -877,7 +876,7 @@ typedef struct offer {
   char path[NAME_MAX_LEN];
 } offer_t;
 
-qcoll_status_t qcoll__shm_init(qcoll_comm_t comm) {
+qcoll_status_t qcoll__shm_init(qcoll__ctx_t *comm) {
   qcoll_status_t st = QCOLL_OK, local = QCOLL_OK;
   qcoll__shm_t *shm = calloc(1, sizeof *shm);
   if (shm) shm->creator_fd = -1;
@@ -951,7 +950,7 @@ out:
   return st;
 }
 
-void qcoll__shm_destroy(qcoll_comm_t comm) {
+void qcoll__shm_destroy(qcoll__ctx_t *comm) {
   qcoll__shm_t *shm = comm->shm;
   if (!shm) return;
   /* Core's destroy has already synchronised the ranks when the

@@ -15,7 +15,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "../core/comm.h"
+#include "../base/context.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -25,18 +25,18 @@ typedef struct qcoll__shm qcoll__shm_t;
 
 /* Collective over the ranks of this host (uses comm->bootstrap): create or
  * map the segment, then unlink it.  Sets comm->shm. */
-qcoll_status_t qcoll__shm_init(qcoll_comm_t comm);
+qcoll_status_t qcoll__shm_init(qcoll__ctx_t *comm);
 /* Unmap (after a closing barrier when the communicator is healthy). */
-void qcoll__shm_destroy(qcoll_comm_t comm);
+void qcoll__shm_destroy(qcoll__ctx_t *comm);
 /* Tell the local peers this rank failed or aborted, and wake them. */
-void qcoll__shm_signal_abort(qcoll_comm_t comm);
+void qcoll__shm_signal_abort(qcoll__ctx_t *comm);
 
 /* Barrier over the ranks of this host, with deadline. */
-qcoll_status_t qcoll__shm_barrier(qcoll_comm_t comm);
+qcoll_status_t qcoll__shm_barrier(qcoll__ctx_t *comm);
 
 /* Wait until *word >= target (wrap-safe 32-bit compare), with the checks
  * listed above.  `what` names the wait in the error message. */
-qcoll_status_t qcoll__shm_wait_geq(qcoll_comm_t comm, _Atomic uint32_t *word,
+qcoll_status_t qcoll__shm_wait_geq(qcoll__ctx_t *comm, _Atomic uint32_t *word,
                                    uint32_t target, const char *what);
 /* Store with release and wake every waiter on word. */
 void qcoll__shm_post(_Atomic uint32_t *word, uint32_t value);
@@ -63,29 +63,29 @@ typedef struct qcoll__shm_layout {
   size_t pair_bytes;    /* data bytes of one ordered pair's send/recv buffer */
 } qcoll__shm_layout_t;
 
-const qcoll__shm_layout_t *qcoll__shm_layout(qcoll_comm_t comm);
+const qcoll__shm_layout_t *qcoll__shm_layout(qcoll__ctx_t *comm);
 /* The current phase's half: local_size * slot_bytes bytes. */
-uint8_t *qcoll__shm_stage(qcoll_comm_t comm);
+uint8_t *qcoll__shm_stage(qcoll__ctx_t *comm);
 /* End the writes of the current phase: barrier over the local ranks, then
  * advance to the other half. */
-qcoll_status_t qcoll__shm_phase_sync(qcoll_comm_t comm);
+qcoll_status_t qcoll__shm_phase_sync(qcoll__ctx_t *comm);
 
 /* Point-to-point through the ordered pair's buffer (peer is a local rank
  * index).  The buffer is two halves used in turn, so a message of at most
  * pair_bytes returns from send at once when the pair is idle; larger ones
  * stream piece by piece.  Both sides must pass the same byte count (checked:
  * QCOLL_ERR_MISMATCH). */
-qcoll_status_t qcoll__shm_send(qcoll_comm_t comm, int peer_local,
+qcoll_status_t qcoll__shm_send(qcoll__ctx_t *comm, int peer_local,
                                const void *buf, size_t bytes);
-qcoll_status_t qcoll__shm_recv(qcoll_comm_t comm, int peer_local, void *buf,
+qcoll_status_t qcoll__shm_recv(qcoll__ctx_t *comm, int peer_local, void *buf,
                                size_t bytes);
 
 /* Name the collective in progress (a static string), for error messages;
  * NULL when none. */
-void qcoll__shm_set_activity(qcoll_comm_t comm, const char *name);
+void qcoll__shm_set_activity(qcoll__ctx_t *comm, const char *name);
 
 /* Name the segment had before it was unlinked (tests check it is gone). */
-const char *qcoll__shm_name(qcoll_comm_t comm);
+const char *qcoll__shm_name(qcoll__ctx_t *comm);
 
 #ifdef __cplusplus
 }

@@ -28,7 +28,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/message.h"
-#include "core/comm.h"
+#include "base/context.h"
 #include "qcoll.h"
 
 /* ---- ranks as threads ------------------------------------------------ */
@@ -37,7 +37,7 @@ typedef struct rank_ctx rank_ctx_t;
 typedef void (*rank_body_t)(rank_ctx_t *);
 
 struct rank_ctx {
-  struct qcoll_comm comm;
+  qcoll__ctx_t ctx; /* what the bootstrap sees of a communicator */
   qcoll_unique_id_t id;
   qcoll__bootstrap_t *bs;
   qcoll_status_t init_st;
@@ -49,22 +49,21 @@ struct rank_ctx {
   void *shared;
 };
 
-static void comm_setup(struct qcoll_comm *comm, int rank, int nranks,
-                       double timeout_s) {
-  memset(comm, 0, sizeof *comm);
-  comm->magic = QCOLL_COMM_MAGIC;
-  comm->rank = rank;
-  comm->nranks = nranks;
-  comm->device = QCOLL_DEVICE_NONE;
-  comm->timeout_s = timeout_s;
-  atomic_init(&comm->state, QCOLL_COMM_LIVE);
-  pthread_mutex_init(&comm->error_lock, NULL);
+static void ctx_setup(qcoll__ctx_t *ctx, int rank, int nranks,
+                      double timeout_s) {
+  memset(ctx, 0, sizeof *ctx);
+  ctx->rank = rank;
+  ctx->nranks = nranks;
+  ctx->device = QCOLL_DEVICE_NONE;
+  ctx->timeout_s = timeout_s;
+  atomic_init(&ctx->state, QCOLL_COMM_LIVE);
+  pthread_mutex_init(&ctx->error_lock, NULL);
 }
 
 static void *rank_main(void *arg) {
   rank_ctx_t *c = arg;
   double t0 = qcoll__now();
-  c->init_st = qcoll__bootstrap_init(&c->comm, &c->id, &c->bs);
+  c->init_st = qcoll__bootstrap_init(&c->ctx, &c->id, &c->bs);
   c->init_s = qcoll__now() - t0;
   if (c->init_st == QCOLL_OK && c->body) c->body(c);
   return NULL;
@@ -82,7 +81,7 @@ static rank_ctx_t *run_ranks(const qcoll_unique_id_t *id, int count,
   assert_non_null(t);
   for (int i = 0; i < count; i++) {
     int r = ranks ? ranks[i] : i;
-    comm_setup(&c[i].comm, r, claim ? claim[i] : nranks, timeout_s);
+    ctx_setup(&c[i].ctx, r, claim ? claim[i] : nranks, timeout_s);
     c[i].id = *id;
     c[i].body = body;
     c[i].shared = shared;
@@ -96,7 +95,7 @@ static rank_ctx_t *run_ranks(const qcoll_unique_id_t *id, int count,
 static void free_ranks(rank_ctx_t *c, int count) {
   for (int i = 0; i < count; i++) {
     qcoll__bootstrap_destroy(c[i].bs);
-    pthread_mutex_destroy(&c[i].comm.error_lock);
+    pthread_mutex_destroy(&c[i].ctx.error_lock);
   }
   free(c);
 }
@@ -126,7 +125,7 @@ static void check_byte(rank_ctx_t *c, uint8_t got, uint8_t want) {
 /* All-gather of 13-byte blocks, broadcasts from three roots, and a barrier
  * that must not let anyone through before everyone arrived. */
 static void body_collectives(rank_ctx_t *c) {
-  int n = c->comm.nranks, me = c->comm.rank;
+  int n = c->ctx.nranks, me = c->ctx.rank;
   atomic_int *arrived = c->shared;
   qcoll_status_t st = QCOLL_OK;
 
@@ -176,7 +175,7 @@ static void run_collectives(int n) {
   for (int i = 0; i < n; i++) {
     if (c[i].init_st != QCOLL_OK || c[i].body_st != QCOLL_OK)
       print_message("rank %d: init %d body %d: %s\n", i, c[i].init_st,
-                    c[i].body_st, c[i].comm.last_error);
+                    c[i].body_st, c[i].ctx.last_error);
     assert_int_equal(c[i].init_st, QCOLL_OK);
     assert_int_equal(c[i].body_st, QCOLL_OK);
     assert_int_equal(c[i].wrong, 0);
@@ -219,8 +218,8 @@ static void one_rank_works_without_ring_sockets(void **state) {
    * answered), a live world of one holds no socket at all. */
   qcoll_unique_id_t id = start_root(5.0);
   rank_ctx_t c;
-  comm_setup(&c.comm, 0, 1, 5.0);
-  assert_int_equal(qcoll__bootstrap_init(&c.comm, &id, &c.bs), QCOLL_OK);
+  ctx_setup(&c.ctx, 0, 1, 5.0);
+  assert_int_equal(qcoll__bootstrap_init(&c.ctx, &id, &c.bs), QCOLL_OK);
   int now = count_sockets();
   for (int i = 0; i < 100 && now > before; i++) {
     usleep(10000);
@@ -234,7 +233,7 @@ static void one_rank_works_without_ring_sockets(void **state) {
   assert_int_equal(x[3], 4);
   assert_int_equal(qcoll__bootstrap_broadcast(c.bs, x, 4, 1),
                    QCOLL_ERR_INVALID_ARGUMENT);
-  assert_non_null(strstr(c.comm.last_error, "root 1 is out of range [0, 1)"));
+  assert_non_null(strstr(c.ctx.last_error, "root 1 is out of range [0, 1)"));
   qcoll__bootstrap_destroy(c.bs);
 }
 
@@ -253,7 +252,7 @@ static void sixty_four_ranks(void **state) {
 /* Blocks larger than socket buffers: sends and receives must progress
  * together or the ring deadlocks. */
 static void body_big_allgather(rank_ctx_t *c) {
-  int n = c->comm.nranks, me = c->comm.rank;
+  int n = c->ctx.nranks, me = c->ctx.rank;
   uint8_t *all = malloc((size_t)n * BIG_BLOCK);
   memset(all, 0, (size_t)n * BIG_BLOCK);
   for (size_t i = 0; i < BIG_BLOCK; i++)
@@ -341,10 +340,10 @@ static void expect_all_fail(rank_ctx_t *c, int count, qcoll_status_t want,
                             const char *needle, double max_s) {
   for (int i = 0; i < count; i++) {
     print_message("  rank %d (claims %d of %d): status %d after %.2f s: %s\n",
-                  c[i].comm.rank, c[i].comm.rank, c[i].comm.nranks,
-                  c[i].init_st, c[i].init_s, c[i].comm.last_error);
+                  c[i].ctx.rank, c[i].ctx.rank, c[i].ctx.nranks,
+                  c[i].init_st, c[i].init_s, c[i].ctx.last_error);
     assert_int_equal(c[i].init_st, want);
-    assert_non_null(strstr(c[i].comm.last_error, needle));
+    assert_non_null(strstr(c[i].ctx.last_error, needle));
     assert_true(c[i].init_s <= max_s);
     assert_null(c[i].bs);
   }
@@ -358,8 +357,8 @@ static void wrong_world_size(void **state) {
   expect_all_fail(c, 4, QCOLL_ERR_MISMATCH, "claims world size",
                   CHECK_TIMEOUT + QCOLL__BOOT_GRACE_S);
   for (int i = 0; i < 4; i++) {
-    assert_non_null(strstr(c[i].comm.last_error, "5"));
-    assert_non_null(strstr(c[i].comm.last_error, "said"));
+    assert_non_null(strstr(c[i].ctx.last_error, "5"));
+    assert_non_null(strstr(c[i].ctx.last_error, "said"));
   }
   free_ranks(c, 4);
 }
@@ -486,7 +485,7 @@ static size_t valid_hello(const qcoll__boot_id_t *bid, int rank, int nranks,
 }
 
 static void body_allgather_check(rank_ctx_t *c) {
-  int n = c->comm.nranks, me = c->comm.rank;
+  int n = c->ctx.nranks, me = c->ctx.rank;
   uint8_t all[64 * 8];
   for (int i = 0; i < 8; i++) all[me * 8 + i] = pattern(me, (size_t)i, 9);
   c->body_st = qcoll__bootstrap_allgather(c->bs, all, 8);
@@ -621,7 +620,7 @@ static void *op_main(void *arg) {
   if (o->op == 0) {
     o->st = qcoll__bootstrap_barrier(o->c->bs);
   } else {
-    uint8_t *buf = calloc((size_t)o->c->comm.nranks, o->bytes);
+    uint8_t *buf = calloc((size_t)o->c->ctx.nranks, o->bytes);
     o->st = qcoll__bootstrap_allgather(o->c->bs, buf, o->bytes);
     free(buf);
   }
@@ -683,7 +682,7 @@ static void ring_socket_drops_intruders(void **state) {
 
   rank_ctx_t r0;
   memset(&r0, 0, sizeof r0);
-  comm_setup(&r0.comm, 0, 2, T);
+  ctx_setup(&r0.ctx, 0, 2, T);
   r0.id = id;
   pthread_t t;
   pthread_create(&t, NULL, rank_main, &r0);
@@ -776,7 +775,7 @@ static void ring_socket_drops_intruders(void **state) {
   o = (op_thread_t){&r0, 1, 8, QCOLL_OK, 0};
   op_main(&o);
   assert_int_equal(o.st, QCOLL_ERR_PEER_FAILURE);
-  assert_string_equal(r0.comm.last_error,
+  assert_string_equal(r0.ctx.last_error,
                       "bootstrap all-gather: rank 1 failed: rank 1 ran out "
                       "of? patience");
   /* Rank 0 had sent its block before it read the report; then nothing. */
@@ -792,7 +791,7 @@ static void ring_socket_drops_intruders(void **state) {
   assert_true(wait_hangup(to_r0, 2.0) >= 0);
 
   qcoll__bootstrap_destroy(r0.bs);
-  pthread_mutex_destroy(&r0.comm.error_lock);
+  pthread_mutex_destroy(&r0.ctx.error_lock);
   int fds[] = {garbage, wrong_secret, wrong_rank, rendezvous_hello,
                staller, to_r0,        from_r0,    lfd};
   for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++) close(fds[i]);
@@ -807,7 +806,7 @@ static void abort_unblocks_and_peer_sees_failure(void **state) {
   qcoll__bootstrap_abort(c[0].bs);
   pthread_join(t, NULL);
   print_message("aborted all-gather returned %d after %.2f s: %s\n", o.st,
-                o.took, c[0].comm.last_error);
+                o.took, c[0].ctx.last_error);
   assert_int_equal(o.st, QCOLL_ERR_ABORTED);
   assert_true(o.took < 0.3 + 0.5);
   /* Later calls fail at once. */
@@ -817,14 +816,14 @@ static void abort_unblocks_and_peer_sees_failure(void **state) {
   op_thread_t o1 = {&c[1], 1, 8, QCOLL_OK, 0};
   op_main(&o1);
   print_message("peer of the aborted rank: %d after %.2f s: %s\n", o1.st,
-                o1.took, c[1].comm.last_error);
+                o1.took, c[1].ctx.last_error);
   assert_int_equal(o1.st, QCOLL_ERR_PEER_FAILURE);
   /* Rank 0 said why before it shut its connections. */
-  assert_string_equal(c[1].comm.last_error,
+  assert_string_equal(c[1].ctx.last_error,
                       "bootstrap all-gather: rank 0 failed: rank 0 aborted");
   assert_true(o1.took < 1.0);
   /* The failure marked the communicator broken. */
-  assert_int_equal(atomic_load(&c[1].comm.state), QCOLL_COMM_BROKEN);
+  assert_int_equal(atomic_load(&c[1].ctx.state), QCOLL_COMM_BROKEN);
   free_ranks(c, 2);
 }
 
@@ -840,17 +839,17 @@ static void idle_abort_is_reported_both_ways(void **state) {
   for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
   for (int i = 0; i < 2; i++) {
     rank_ctx_t *r = o[i].c;
-    print_message("rank %d barrier: %d after %.3f s: %s\n", r->comm.rank,
-                  o[i].st, o[i].took, r->comm.last_error);
+    print_message("rank %d barrier: %d after %.3f s: %s\n", r->ctx.rank,
+                  o[i].st, o[i].took, r->ctx.last_error);
     assert_int_equal(o[i].st, QCOLL_ERR_PEER_FAILURE);
     /* From rank 1 directly, or passed on by the other rank if that one
      * heard first. */
     const char *want = "bootstrap barrier: rank 1 failed: rank 1 aborted";
     char via[128];
     snprintf(via, sizeof via, "%s (passed on by rank %d)", want,
-             2 - r->comm.rank);
-    if (strcmp(r->comm.last_error, want) != 0)
-      assert_string_equal(r->comm.last_error, via);
+             2 - r->ctx.rank);
+    if (strcmp(r->ctx.last_error, want) != 0)
+      assert_string_equal(r->ctx.last_error, via);
     assert_true(o[i].took < 0.3);
   }
   assert_int_equal(qcoll__bootstrap_barrier(c[1].bs), QCOLL_ERR_ABORTED);
@@ -861,20 +860,20 @@ static void comm_abort_unblocks_init(void **state) {
   qcoll_unique_id_t id = start_root(10.0);
   rank_ctx_t c;
   memset(&c, 0, sizeof c);
-  comm_setup(&c.comm, 0, 2, 10.0);
+  ctx_setup(&c.ctx, 0, 2, 10.0);
   c.id = id;
   pthread_t t;
   pthread_create(&t, NULL, rank_main, &c);
   usleep(300 * 1000); /* waiting for the root's answer: rank 1 never comes */
   double t0 = qcoll__now();
-  atomic_store(&c.comm.state, QCOLL_COMM_ABORTED);
+  atomic_store(&c.ctx.state, QCOLL_COMM_ABORTED);
   pthread_join(t, NULL);
   double after = qcoll__now() - t0;
   print_message("init aborted %.3f s after the abort: %s\n", after,
-                c.comm.last_error);
+                c.ctx.last_error);
   assert_int_equal(c.init_st, QCOLL_ERR_ABORTED);
   assert_true(after < 0.5);
-  pthread_mutex_destroy(&c.comm.error_lock);
+  pthread_mutex_destroy(&c.ctx.error_lock);
 }
 
 static void peer_that_leaves_fails_the_ring(void **state) {
@@ -888,12 +887,12 @@ static void peer_that_leaves_fails_the_ring(void **state) {
   for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
   for (int i = 0; i < 2; i++) {
     print_message("rank %d barrier: %d after %.2f s: %s\n", i, o[i].st,
-                  o[i].took, c[i].comm.last_error);
+                  o[i].took, c[i].ctx.last_error);
     assert_int_equal(o[i].st, QCOLL_ERR_PEER_FAILURE);
     assert_true(o[i].took < 2.0);
   }
   /* Rank 0 receives from rank 2: it names rank 2. */
-  assert_non_null(strstr(c[0].comm.last_error, "rank 2"));
+  assert_non_null(strstr(c[0].ctx.last_error, "rank 2"));
   free_ranks(c, 3);
 }
 
@@ -904,10 +903,10 @@ static void collective_mismatch_is_reported(void **state) {
   for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, op_main, &o[i]);
   for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
   for (int i = 0; i < 2; i++) {
-    print_message("rank %d: %d: %s\n", i, o[i].st, c[i].comm.last_error);
+    print_message("rank %d: %d: %s\n", i, o[i].st, c[i].ctx.last_error);
     assert_int_equal(o[i].st, QCOLL_ERR_MISMATCH);
   }
-  assert_non_null(strstr(c[0].comm.last_error,
+  assert_non_null(strstr(c[0].ctx.last_error,
                          "rank 1 sent all-gather (block 1, 16 bytes) but this "
                          "rank expected all-gather (block 1, 8 bytes)"));
   free_ranks(c, 2);
@@ -918,10 +917,10 @@ static void collective_times_out(void **state) {
   op_thread_t o = {&c[0], 0, 0, QCOLL_OK, 0};
   op_main(&o); /* rank 1 never enters */
   print_message("lonely barrier: %d after %.2f s: %s\n", o.st, o.took,
-                c[0].comm.last_error);
+                c[0].ctx.last_error);
   assert_int_equal(o.st, QCOLL_ERR_TIMEOUT);
   assert_true(o.took >= 0.9 && o.took < 1.6);
-  assert_non_null(strstr(c[0].comm.last_error, "nothing from rank 1"));
+  assert_non_null(strstr(c[0].ctx.last_error, "nothing from rank 1"));
   free_ranks(c, 2);
 }
 
@@ -953,7 +952,7 @@ static void run_late_ops(rank_ctx_t *c, int count, const int *ranks,
     pthread_join(t[i], NULL);
     print_message("rank %d (%.1f s late): %d after %.3f s: %s\n", ranks[i],
                   delays[i], out[i].op.st, out[i].op.took,
-                  c[ranks[i]].comm.last_error);
+                  c[ranks[i]].ctx.last_error);
   }
 }
 
@@ -974,18 +973,18 @@ static void timeout_report_travels_the_ring(void **state) {
       "bootstrap all-gather";
   char want[256];
   assert_int_equal(o[0].op.st, QCOLL_ERR_TIMEOUT);
-  assert_string_equal(c[0].comm.last_error,
+  assert_string_equal(c[0].ctx.last_error,
                       "bootstrap all-gather: nothing from rank 3 within 1.0 s "
                       "(QCOLL_TIMEOUT)");
   assert_true(o[0].op.took >= REPORT_TIMEOUT - 0.05 &&
               o[0].op.took < REPORT_TIMEOUT + 0.3);
   assert_int_equal(o[1].op.st, QCOLL_ERR_PEER_FAILURE);
   snprintf(want, sizeof want, "bootstrap all-gather: %s", why);
-  assert_string_equal(c[1].comm.last_error, want);
+  assert_string_equal(c[1].ctx.last_error, want);
   assert_int_equal(o[2].op.st, QCOLL_ERR_PEER_FAILURE);
   snprintf(want, sizeof want, "bootstrap all-gather: %s (passed on by rank 1)",
            why);
-  assert_string_equal(c[2].comm.last_error, want);
+  assert_string_equal(c[2].ctx.last_error, want);
   /* Both heard before their own deadlines, when rank 0 gave up. */
   for (int i = 1; i < 3; i++)
     assert_true(delays[i] + o[i].op.took < REPORT_TIMEOUT + 0.3);
@@ -995,10 +994,10 @@ static void timeout_report_travels_the_ring(void **state) {
   run_late_ops(c, 1, (int[]){3}, (double[]){0}, 1, &late);
   assert_int_equal(late.op.st, QCOLL_ERR_PEER_FAILURE);
   snprintf(want, sizeof want, "bootstrap all-gather: %s", why);
-  assert_string_equal(c[3].comm.last_error, want);
+  assert_string_equal(c[3].ctx.last_error, want);
   assert_true(late.op.took < 0.3);
   for (int i = 0; i < 4; i++)
-    assert_int_equal(atomic_load(&c[i].comm.state), QCOLL_COMM_BROKEN);
+    assert_int_equal(atomic_load(&c[i].ctx.state), QCOLL_COMM_BROKEN);
   /* And the ring stays refused. */
   assert_int_equal(qcoll__bootstrap_barrier(c[3].bs), QCOLL_ERR_INVALID_USAGE);
   free_ranks(c, 4);
@@ -1025,12 +1024,12 @@ static void timeout_names_the_missing_rank(void **state) {
     late_op_t o[2];
     run_late_ops(c, 2, (int[]){1, 0}, (double[]){0, 0.4}, cases[k].op, o);
     assert_int_equal(o[0].op.st, QCOLL_ERR_TIMEOUT);
-    assert_string_equal(c[1].comm.last_error, cases[k].relayed);
+    assert_string_equal(c[1].ctx.last_error, cases[k].relayed);
     /* Rank 0 waits on rank 2 itself (it does not read rank 1's report
      * while it waits on rank 2): its own deadline. */
     assert_int_equal(o[1].op.st, QCOLL_ERR_TIMEOUT);
     assert_non_null(
-        strstr(c[0].comm.last_error, ": nothing from rank 2 within 1.0 s"));
+        strstr(c[0].ctx.last_error, ": nothing from rank 2 within 1.0 s"));
     free_ranks(c, 3);
   }
 
@@ -1040,13 +1039,13 @@ static void timeout_names_the_missing_rank(void **state) {
   uint8_t buf[8] = {0};
   assert_int_equal(qcoll__bootstrap_broadcast(c[2].bs, buf, sizeof buf, 0),
                    QCOLL_ERR_TIMEOUT);
-  assert_string_equal(c[2].comm.last_error,
+  assert_string_equal(c[2].ctx.last_error,
                       "bootstrap broadcast: nothing from rank 0 (the root, "
                       "whose data reaches this rank through rank 1) within "
                       "1.0 s (QCOLL_TIMEOUT)");
   assert_int_equal(qcoll__bootstrap_broadcast(c[1].bs, buf, sizeof buf, 0),
                    QCOLL_ERR_PEER_FAILURE);
-  assert_string_equal(c[1].comm.last_error,
+  assert_string_equal(c[1].ctx.last_error,
                       "bootstrap broadcast: rank 2 failed: rank 2 timed out "
                       "after 1.0 s waiting for rank 0 in the bootstrap "
                       "broadcast");
@@ -1057,9 +1056,9 @@ static void timeout_names_the_missing_rank(void **state) {
  * peer dies) says so on destroy; a peer waiting in a barrier hears why. */
 static void broken_comm_reports_on_destroy(void **state) {
   rank_ctx_t *c = bring_up(2, 10.0);
-  qcoll__error(&c[0].comm, QCOLL_ERR_PEER_FAILURE,
+  qcoll__error(&c[0].ctx, QCOLL_ERR_PEER_FAILURE,
                "host shared memory: rank 5 (pid 4242) died");
-  qcoll__comm_mark_broken(&c[0].comm);
+  qcoll__ctx_mark_broken(&c[0].ctx);
   op_thread_t o = {&c[1], 0, 0, QCOLL_OK, 0};
   pthread_t t;
   pthread_create(&t, NULL, op_main, &o);
@@ -1068,9 +1067,9 @@ static void broken_comm_reports_on_destroy(void **state) {
   c[0].bs = NULL;
   pthread_join(t, NULL);
   print_message("barrier: %d after %.3f s: %s\n", o.st, o.took,
-                c[1].comm.last_error);
+                c[1].ctx.last_error);
   assert_int_equal(o.st, QCOLL_ERR_PEER_FAILURE);
-  assert_string_equal(c[1].comm.last_error,
+  assert_string_equal(c[1].ctx.last_error,
                       "bootstrap barrier: rank 0 failed: rank 0 closed its "
                       "connection after a failure outside the bootstrap (its "
                       "last error: host shared memory: rank 5 (pid 4242) "

@@ -18,18 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../check.h"
 #include "coll/codec.h"
 #include "coll/cuda/codec_launch.h"
-
-#define CHECK(call)                                                        \
-  do {                                                                     \
-    cudaError_t e_ = (cudaError_t)(call);                                  \
-    if (e_ != cudaSuccess) {                                               \
-      fprintf(stderr, "codec_bandwidth: %s failed: %s\n", #call,           \
-              cudaGetErrorString(e_));                                     \
-      exit(1);                                                             \
-    }                                                                      \
-  } while (0)
 
 typedef struct options {
   size_t mib;
@@ -63,17 +54,17 @@ static options_t parse(int argc, char **argv) {
 typedef int (*launch_fn)(void *ctx);
 static double time_ms(launch_fn fn, void *ctx, int iters, cudaStream_t s) {
   cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < 2; i++) CHECK(fn(ctx));
-  CHECK(cudaEventRecord(a, s));
-  for (int i = 0; i < iters; i++) CHECK(fn(ctx));
-  CHECK(cudaEventRecord(b, s));
-  CHECK(cudaEventSynchronize(b));
+  CHECK_CUDA(cudaEventCreate(&a));
+  CHECK_CUDA(cudaEventCreate(&b));
+  for (int i = 0; i < 2; i++) CHECK_CUDA(fn(ctx));
+  CHECK_CUDA(cudaEventRecord(a, s));
+  for (int i = 0; i < iters; i++) CHECK_CUDA(fn(ctx));
+  CHECK_CUDA(cudaEventRecord(b, s));
+  CHECK_CUDA(cudaEventSynchronize(b));
   float ms = 0;
-  CHECK(cudaEventElapsedTime(&ms, a, b));
-  CHECK(cudaEventDestroy(a));
-  CHECK(cudaEventDestroy(b));
+  CHECK_CUDA(cudaEventElapsedTime(&ms, a, b));
+  CHECK_CUDA(cudaEventDestroy(a));
+  CHECK_CUDA(cudaEventDestroy(b));
   return ms / iters;
 }
 
@@ -114,15 +105,15 @@ int main(int argc, char **argv) {
     return 77;
   }
   struct cudaDeviceProp prop;
-  CHECK(cudaGetDeviceProperties(&prop, 0));
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
   work_t w;
   memset(&w, 0, sizeof w);
   w.n = o.mib << 18; /* MiB of f32 */
   const size_t value_bytes = w.n * sizeof(float);
-  CHECK(cudaStreamCreateWithFlags(&w.stream, cudaStreamNonBlocking));
-  CHECK(cudaMalloc((void **)&w.values, value_bytes));
-  CHECK(cudaMalloc((void **)&w.decoded, value_bytes));
-  CHECK(cudaMalloc((void **)&w.encoded,
+  CHECK_CUDA(cudaStreamCreateWithFlags(&w.stream, cudaStreamNonBlocking));
+  CHECK_CUDA(cudaMalloc((void **)&w.values, value_bytes));
+  CHECK_CUDA(cudaMalloc((void **)&w.decoded, value_bytes));
+  CHECK_CUDA(cudaMalloc((void **)&w.encoded,
                    qcoll__codec_encoded_bytes(QCOLL_QUANT_INT8, w.n)));
   /* Non-trivial values: every group gets its own scale. */
   float *host = malloc(value_bytes);
@@ -130,7 +121,7 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < w.n; i++)
     host[i] = (float)((int)(i * 2654435761u % 2001u) - 1000) *
               (1.0f + (float)(i / 32 % 7));
-  CHECK(cudaMemcpy(w.values, host, value_bytes, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(w.values, host, value_bytes, cudaMemcpyHostToDevice));
   free(host);
 
   const double copy_ms = time_ms(do_copy, &w, o.iters, w.stream);
@@ -168,10 +159,10 @@ int main(int argc, char **argv) {
       below++;
     }
   }
-  CHECK(cudaFree(w.values));
-  CHECK(cudaFree(w.decoded));
-  CHECK(cudaFree(w.encoded));
-  CHECK(cudaStreamDestroy(w.stream));
+  CHECK_CUDA(cudaFree(w.values));
+  CHECK_CUDA(cudaFree(w.decoded));
+  CHECK_CUDA(cudaFree(w.encoded));
+  CHECK_CUDA(cudaStreamDestroy(w.stream));
   if (below) return 1;
   if (o.require > 0)
     printf("# every format reaches %.2f of the copy bandwidth\n", o.require);

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "qcoll.h"
 
 typedef struct qd_rng {

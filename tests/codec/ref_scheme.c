@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "coll/codec.h"
-#include "core/dtype.h"
+#include "base/dtype.h"
 
 float ref_round_acc(ref_acc_t acc, float x) {
   if (acc == REF_ACC_BF16) return qcoll__bf16_to_f32(qcoll__f32_to_bf16(x));

@@ -20,7 +20,7 @@
 #include <cmocka.h>
 
 #include "coll/codec.h"
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "ref_scheme.h"
 
 #define G QCOLL_CODEC_GROUP

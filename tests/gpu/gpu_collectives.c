@@ -52,7 +52,7 @@
 #include <unistd.h>
 
 #include "coll_test.h"
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "gpu_test.h"
 
 /* Largest world size this test runs. */

@@ -7,7 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 
 int gt_rank = -1;
 int gt_nranks = 0;

@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "qcoll.h"
 
 /* v (not a NaN) as the bits of dtype d, rounded to nearest even. */

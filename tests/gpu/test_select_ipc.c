@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "base/config.h"
 #include "core/select.h"
 
 static qcoll__select_in_t gpu_call(qcoll__coll_t coll, qcoll_dtype_t dtype,
@@ -31,7 +32,11 @@ static qcoll__select_in_t gpu_call(qcoll__coll_t coll, qcoll_dtype_t dtype,
   return in;
 }
 
+/* The table with the thresholds of the environment as it is now. */
 static qcoll__path_t pick(qcoll__select_in_t in) {
+  qcoll__config_t config;
+  qcoll__config_read(&config);
+  in.config = &config;
   int row = -1;
   qcoll__path_t path = qcoll__select(&in, &row);
   assert_true(row >= 0);

@@ -27,9 +27,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../check.h"
 #include "coll/host/host_coll.h"
 #include "core/comm.h"
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "qcoll.h"
 #include "transport/shm.h"
 
@@ -38,24 +39,10 @@ typedef struct test {
   int rank, n;
   size_t slot, sub, oneshot, pair;
   bool quick;
-  long checks, failures;
   uint64_t hash; /* of every result that must be equal on all ranks */
 } test_t;
 
 static test_t T;
-
-#define CHECK(cond, ...)                                                      \
-  do {                                                                        \
-    T.checks++;                                                               \
-    if (!(cond)) {                                                            \
-      T.failures++;                                                           \
-      if (T.failures <= 20) {                                                 \
-        fprintf(stderr, "rank %d: FAIL %s:%d: ", T.rank, __FILE__, __LINE__); \
-        fprintf(stderr, __VA_ARGS__);                                         \
-        fputc('\n', stderr);                                                  \
-      }                                                                       \
-    }                                                                         \
-  } while (0)
 
 #define OK(call)                                                      \
   do {                                                                \
@@ -170,7 +157,7 @@ static void fill_input(qcoll_dtype_t t, qcoll_op_t op, void *p, size_t count,
 static bool same(const char *what, qcoll_dtype_t t, const void *got,
                  const void *want, size_t count) {
   size_t esz = qcoll_dtype_size(t);
-  T.checks++;
+  check_count++;
   if (count == 0 || memcmp(got, want, count * esz) == 0) return true;
   for (size_t i = 0; i < count; i++) {
     if (memcmp((const char *)got + i * esz, (const char *)want + i * esz,
@@ -178,8 +165,8 @@ static bool same(const char *what, qcoll_dtype_t t, const void *got,
       uint64_t g = 0, w = 0;
       memcpy(&g, (const char *)got + i * esz, esz);
       memcpy(&w, (const char *)want + i * esz, esz);
-      T.failures++;
-      if (T.failures <= 20)
+      check_failures++;
+      if (check_failures <= 20)
         fprintf(stderr,
                 "rank %d: FAIL %s %s count=%zu: element %zu is 0x%" PRIx64
                 ", expected 0x%" PRIx64 "\n",
@@ -357,7 +344,7 @@ static void test_send_recv(size_t count, bool streamed) {
     OK(qcoll_send(&a, 1, QCOLL_I32, next, T.comm, NULL));
     for (int k = 0; k < 2; k++) {
       OK(qcoll_recv(&b, 1, QCOLL_I32, prev, T.comm, NULL));
-      CHECK(b == 11 + prev, "queued message %d from %d is %d", k, prev, b);
+      EXPECT(b == 11 + prev, "queued message %d from %d is %d", k, prev, b);
     }
   }
   free(send);
@@ -378,7 +365,7 @@ static void test_barrier(void) {
   if (T.rank == 0) usleep(200 * 1000);
   OK(qcoll_barrier(T.comm, NULL));
   double waited = now_s() - t0;
-  CHECK(waited >= 0.15, "barrier returned after %.3f s, before rank 0 arrived",
+  EXPECT(waited >= 0.15, "barrier returned after %.3f s, before rank 0 arrived",
         waited);
   for (int i = 0; i < 20; i++) OK(qcoll_barrier(T.comm, NULL));
 }
@@ -490,12 +477,12 @@ static void run_movement(void) {
 }
 
 static void check_segment_unlinked(void) {
-  const char *name = qcoll__shm_name(T.comm);
+  const char *name = qcoll__shm_name(&T.comm->ctx);
   char path[128];
   snprintf(path, sizeof path, "/dev/shm%s", name);
-  CHECK(name[0] == '/' && strncmp(name, "/qcoll", 6) == 0, "segment name '%s'",
+  EXPECT(name[0] == '/' && strncmp(name, "/qcoll", 6) == 0, "segment name '%s'",
         name);
-  CHECK(access(path, F_OK) != 0 && errno == ENOENT,
+  EXPECT(access(path, F_OK) != 0 && errno == ENOENT,
         "%s still exists after init", path);
 }
 
@@ -518,8 +505,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   OK(qcoll_comm_rank(T.comm, &T.rank));
+  check_rank = T.rank;
   OK(qcoll_comm_size(T.comm, &T.n));
-  const qcoll__shm_layout_t *lay = qcoll__shm_layout(T.comm);
+  const qcoll__shm_layout_t *lay = qcoll__shm_layout(&T.comm->ctx);
   T.slot = lay->slot_bytes;
   T.sub = lay->slot_bytes / (size_t)T.n / 64 * 64;
   T.oneshot = lay->oneshot_bytes;
@@ -570,14 +558,14 @@ int main(int argc, char **argv) {
   uint64_t *hashes = xmalloc((size_t)T.n * sizeof *hashes);
   OK(qcoll_all_gather(&T.hash, hashes, 1, QCOLL_U64, T.comm, NULL));
   for (int r = 0; r < T.n; r++)
-    CHECK(hashes[r] == T.hash,
+    EXPECT(hashes[r] == T.hash,
           "rank %d's results hash to %016" PRIx64
           ", this rank's to %016" PRIx64,
           r, hashes[r], T.hash);
   free(hashes);
 
   /* Gather the failure counts so rank 0's line speaks for everyone. */
-  long mine[2] = {T.checks, T.failures}, sums[2];
+  long mine[2] = {check_count, check_failures}, sums[2];
   OK(qcoll_all_reduce(mine, sums, 2, QCOLL_I64, QCOLL_SUM, T.comm, NULL));
   if (T.rank == 0)
     printf(
@@ -586,5 +574,5 @@ int main(int argc, char **argv) {
         T.n, T.quick ? " (quick)" : "", sums[0], sums[1], T.slot, T.oneshot,
         T.pair, now_s() - t0);
   OK(qcoll_comm_destroy(T.comm));
-  return T.failures ? 1 : 0;
+  return check_failures ? 1 : 0;
 }

@@ -31,23 +31,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../check.h"
 #include "core/comm.h"
 #include "qcoll.h"
 #include "transport/shm.h"
 
 static int rank, n;
 static qcoll_comm_t comm;
-static int failures;
-
-#define EXPECT(cond, ...)                                                 \
-  do {                                                                    \
-    if (!(cond)) {                                                        \
-      failures++;                                                         \
-      fprintf(stderr, "rank %d: FAIL %s:%d: ", rank, __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                                       \
-      fputc('\n', stderr);                                                \
-    }                                                                     \
-  } while (0)
 
 static double now_s(void) {
   struct timespec ts;
@@ -118,7 +108,7 @@ static void mode_exit_send(void) {
     finish();
     return;
   }
-  size_t bytes = qcoll__shm_layout(comm)->pair_bytes * 4;
+  size_t bytes = qcoll__shm_layout(&comm->ctx)->pair_bytes * 4;
   char *buf = calloc(1, bytes);
   double t0 = now_s();
   st = qcoll_send(buf, bytes, QCOLL_U8, 1, comm, NULL);
@@ -208,8 +198,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   qcoll_comm_rank(comm, &rank);
+  check_rank = rank;
   qcoll_comm_size(comm, &n);
-  snprintf(segment, sizeof segment, "/dev/shm%s", qcoll__shm_name(comm));
+  snprintf(segment, sizeof segment, "/dev/shm%s", qcoll__shm_name(&comm->ctx));
   if (n < 2) {
     fprintf(stderr, "host_fail_test needs at least 2 ranks\n");
     return 2;
@@ -228,5 +219,5 @@ int main(int argc, char **argv) {
     fprintf(stderr, "unknown mode %s\n", mode);
     return 2;
   }
-  return failures ? 1 : 0;
+  return check_failures ? 1 : 0;
 }

@@ -30,7 +30,7 @@
 
 #include "coll/host/host_coll.h"
 #include "core/comm.h"
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "qcoll.h"
 #include "transport/shm.h"
 
@@ -350,7 +350,7 @@ int main(int argc, char **argv) {
   }
   OK(qcoll_comm_rank(T.comm, &T.rank));
   OK(qcoll_comm_size(T.comm, &T.n));
-  const qcoll__shm_layout_t *lay = qcoll__shm_layout(T.comm);
+  const qcoll__shm_layout_t *lay = qcoll__shm_layout(&T.comm->ctx);
   T.slot = lay->slot_bytes;
   T.oneshot = lay->oneshot_bytes;
   if (large)

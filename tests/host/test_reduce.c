@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "coll/host/host_coll.h"
-#include "core/dtype.h"
+#include "base/dtype.h"
 
 /* ---- reference: one element at a time ----------------------------- */
 

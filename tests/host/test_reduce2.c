@@ -17,7 +17,7 @@
 #include <cmocka.h>
 
 #include "coll/host/host_coll.h"
-#include "core/dtype.h"
+#include "base/dtype.h"
 
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;
 static uint64_t rng(void) {

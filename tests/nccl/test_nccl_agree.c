@@ -14,23 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../check.h"
 #include "qcoll.h"
+#include "core/comm.h"
 #include "transport/nccl.h"
 
 #define REASON_BYTES 512
 
 static int rank = -1;
-
-#define CHECK(cond, ...)                                              \
-  do {                                                                \
-    if (!(cond)) {                                                    \
-      fprintf(stderr, "rank %d: check failed at line %d: %s: ", rank, \
-              __LINE__, #cond);                                       \
-      fprintf(stderr, __VA_ARGS__);                                   \
-      fprintf(stderr, "\n");                                          \
-      exit(1);                                                        \
-    }                                                                 \
-  } while (0)
 
 int main(int argc, char **argv) {
   CHECK(argc >= 2, "usage: test_nccl_agree LIB0 [LIB1 ...]");
@@ -49,18 +40,19 @@ int main(int argc, char **argv) {
   CHECK(qcoll_comm_init_env(&comm, &cfg) == QCOLL_OK, "%s", qcoll_last_error());
   int nranks = 0;
   qcoll_comm_rank(comm, &rank);
+  check_rank = rank;
   qcoll_comm_size(comm, &nranks);
 
   void *nccl = NULL;
-  qcoll_status_t st = qcoll__nccl_comm_get(comm, &nccl);
+  qcoll_status_t st = qcoll__nccl_comm_get(&comm->ctx, &nccl);
   CHECK(st == QCOLL_ERR_UNSUPPORTED, "status %d: %s", (int)st,
         qcoll_comm_last_error(comm));
-  CHECK(qcoll__nccl_comm_state(comm) == QCOLL__NCCL_REFUSED, "state %d",
-        (int)qcoll__nccl_comm_state(comm));
+  CHECK(qcoll__nccl_comm_state(&comm->ctx) == QCOLL__NCCL_REFUSED, "state %d",
+        (int)qcoll__nccl_comm_state(&comm->ctx));
 
   /* The verdict names the lowest failing rank: rank 0 always fails here
    * (a broken library, or no GPU). */
-  const char *refusal = qcoll__nccl_comm_refusal(comm);
+  const char *refusal = qcoll__nccl_comm_refusal(&comm->ctx);
   printf("rank %d (QCOLL_NCCL_LIB=%s): %s\n", rank, mine, refusal);
   CHECK(!strncmp(refusal, "rank 0: ", 8), "%s", refusal);
 
@@ -78,11 +70,11 @@ int main(int argc, char **argv) {
           local);
 
   /* Remembered, identically, without another agreement round. */
-  CHECK(qcoll__nccl_comm_get(comm, &nccl) == QCOLL_ERR_UNSUPPORTED, "again");
-  CHECK(!strcmp(qcoll__nccl_comm_refusal(comm), local), "reason changed");
+  CHECK(qcoll__nccl_comm_get(&comm->ctx, &nccl) == QCOLL_ERR_UNSUPPORTED, "again");
+  CHECK(!strcmp(qcoll__nccl_comm_refusal(&comm->ctx), local), "reason changed");
 
   free(all);
-  qcoll__nccl_comm_destroy(comm);
+  qcoll__nccl_comm_destroy(&comm->ctx);
   CHECK(qcoll_comm_destroy(comm) == QCOLL_OK, "%s", qcoll_last_error());
   return 0;
 }

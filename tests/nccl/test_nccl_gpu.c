@@ -34,8 +34,10 @@ int main(void) {
 
 #include <cuda_runtime_api.h>
 
-#include "core/dtype.h"
+#include "../check.h"
+#include "base/dtype.h"
 #include "qcoll.h"
+#include "core/comm.h"
 #include "transport/nccl.h"
 
 #define SKIP 77
@@ -46,21 +48,6 @@ static int rank = 0, nranks = 1, device = 0, foreign = -1;
 static qcoll_comm_t comm;
 static cudaStream_t stream;
 
-#define CHECK(cond, ...)                                              \
-  do {                                                                \
-    if (!(cond)) {                                                    \
-      fprintf(stderr, "rank %d: check failed at line %d: %s: ", rank, \
-              __LINE__, #cond);                                       \
-      fprintf(stderr, __VA_ARGS__);                                   \
-      fprintf(stderr, "\n");                                          \
-      exit(1);                                                        \
-    }                                                                 \
-  } while (0)
-#define CUDA(call)                                                     \
-  do {                                                                 \
-    cudaError_t e_ = (call);                                           \
-    CHECK(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_)); \
-  } while (0)
 #define QOK(call) CHECK((call) == QCOLL_OK, "%s", qcoll_comm_last_error(comm))
 
 /* ---- typed host values ----------------------------------------------- */
@@ -153,11 +140,11 @@ static dbuf_t dbuf_alloc(size_t bytes) {
   dbuf_t b = {NULL, calloc(1, bytes ? bytes : 1), bytes};
   CHECK(b.host != NULL, "out of host memory");
   int cur;
-  CUDA(cudaGetDevice(&cur));
-  CUDA(cudaSetDevice(device));
-  CUDA(cudaMalloc(&b.dev, bytes ? bytes : 1));
-  CUDA(cudaMemset(b.dev, 0xff, bytes ? bytes : 1));
-  CUDA(cudaSetDevice(cur));
+  CHECK_CUDA(cudaGetDevice(&cur));
+  CHECK_CUDA(cudaSetDevice(device));
+  CHECK_CUDA(cudaMalloc(&b.dev, bytes ? bytes : 1));
+  CHECK_CUDA(cudaMemset(b.dev, 0xff, bytes ? bytes : 1));
+  CHECK_CUDA(cudaSetDevice(cur));
   return b;
 }
 static void dbuf_free(dbuf_t *b) {
@@ -165,17 +152,17 @@ static void dbuf_free(dbuf_t *b) {
   free(b->host);
 }
 static void upload(dbuf_t *b) {
-  CUDA(cudaMemcpy(b->dev, b->host, b->bytes, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(b->dev, b->host, b->bytes, cudaMemcpyHostToDevice));
 }
 static void download(dbuf_t *b) {
-  CUDA(cudaStreamSynchronize(stream));
-  CUDA(cudaMemcpy(b->host, b->dev, b->bytes, cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  CHECK_CUDA(cudaMemcpy(b->host, b->dev, b->bytes, cudaMemcpyDeviceToHost));
 }
 
 /* After every qcoll call: the caller's current device is untouched. */
 static void check_current_device(const char *what) {
   int cur = -1;
-  CUDA(cudaGetDevice(&cur));
+  CHECK_CUDA(cudaGetDevice(&cur));
   int want = foreign >= 0 ? foreign : device;
   CHECK(cur == want, "%s changed the current device from %d to %d", what, want,
         cur);
@@ -190,7 +177,7 @@ static void check_all_reduce(qcoll_dtype_t t, qcoll_op_t op, bool in_place) {
     put(t, send.host, i, value(rank, i, t, op));
   upload(&send);
   dbuf_t *out = in_place ? &send : &recv;
-  QOK(qcoll__nccl_all_reduce(comm, send.dev, out->dev, COUNT, t, op, stream));
+  QOK(qcoll__nccl_all_reduce(&comm->ctx, send.dev, out->dev, COUNT, t, op, stream));
   check_current_device("qcoll__nccl_all_reduce");
   download(out);
   double tol = tolerance(t, op);
@@ -222,7 +209,7 @@ static void check_rooted(void) {
     ((int32_t *)send.host)[i] = (int32_t)value(rank, i, QCOLL_I32, QCOLL_SUM);
   upload(&send);
   /* reduce: only root's recvbuf, which may be NULL elsewhere */
-  QOK(qcoll__nccl_reduce(comm, send.dev, rank == root ? recv.dev : NULL, COUNT,
+  QOK(qcoll__nccl_reduce(&comm->ctx, send.dev, rank == root ? recv.dev : NULL, COUNT,
                          QCOLL_I32, QCOLL_SUM, root, stream));
   check_current_device("qcoll__nccl_reduce");
   download(&recv);
@@ -234,7 +221,7 @@ static void check_rooted(void) {
   /* broadcast from root, sendbuf NULL elsewhere */
   for (size_t i = 0; i < COUNT; i++) ((int32_t *)send.host)[i] = code(rank, i);
   upload(&send);
-  QOK(qcoll__nccl_broadcast(comm, rank == root ? send.dev : NULL, recv.dev,
+  QOK(qcoll__nccl_broadcast(&comm->ctx, rank == root ? send.dev : NULL, recv.dev,
                             COUNT, QCOLL_I32, root, stream));
   check_current_device("qcoll__nccl_broadcast");
   download(&recv);
@@ -259,7 +246,7 @@ static void check_gather_scatter(bool in_place) {
   upload(&big);
   const void *send =
       in_place ? (const char *)big.dev + (size_t)rank * COUNT * 4 : small.dev;
-  QOK(qcoll__nccl_all_gather(comm, send, big.dev, COUNT, QCOLL_I32, stream));
+  QOK(qcoll__nccl_all_gather(&comm->ctx, send, big.dev, COUNT, QCOLL_I32, stream));
   check_current_device("qcoll__nccl_all_gather");
   download(&big);
   for (size_t r = 0; r < n; r++)
@@ -272,12 +259,12 @@ static void check_gather_scatter(bool in_place) {
   upload(&big);
   void *recv =
       in_place ? (char *)big.dev + (size_t)rank * COUNT * 4 : small.dev;
-  QOK(qcoll__nccl_reduce_scatter(comm, big.dev, recv, COUNT, QCOLL_I32,
+  QOK(qcoll__nccl_reduce_scatter(&comm->ctx, big.dev, recv, COUNT, QCOLL_I32,
                                  QCOLL_SUM, stream));
   check_current_device("qcoll__nccl_reduce_scatter");
-  CUDA(cudaStreamSynchronize(stream));
+  CHECK_CUDA(cudaStreamSynchronize(stream));
   int32_t *got = small.host;
-  CUDA(cudaMemcpy(got, recv, COUNT * 4, cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaMemcpy(got, recv, COUNT * 4, cudaMemcpyDeviceToHost));
   for (size_t i = 0; i < COUNT; i++)
     CHECK(got[i] == (int32_t)reduce_expected((size_t)rank * COUNT + i,
                                              QCOLL_I32, QCOLL_SUM),
@@ -294,7 +281,7 @@ static void check_all_to_all(void) {
     for (size_t i = 0; i < COUNT; i++)
       ((int32_t *)send.host)[q * COUNT + i] = code(rank, q * COUNT + i);
   upload(&send);
-  QOK(qcoll__nccl_all_to_all(comm, send.dev, recv.dev, COUNT, QCOLL_I32,
+  QOK(qcoll__nccl_all_to_all(&comm->ctx, send.dev, recv.dev, COUNT, QCOLL_I32,
                              stream));
   check_current_device("qcoll__nccl_all_to_all");
   download(&recv);
@@ -317,11 +304,11 @@ static void check_send_recv(void) {
     ((double *)b.host)[i] = code(rank, i) + 0.5;
   upload(&b);
   if (rank == 0) {
-    QOK(qcoll__nccl_send(comm, b.dev, COUNT, QCOLL_F64, peer, stream));
-    QOK(qcoll__nccl_recv(comm, b.dev, COUNT, QCOLL_F64, peer, stream));
+    QOK(qcoll__nccl_send(&comm->ctx, b.dev, COUNT, QCOLL_F64, peer, stream));
+    QOK(qcoll__nccl_recv(&comm->ctx, b.dev, COUNT, QCOLL_F64, peer, stream));
   } else {
-    QOK(qcoll__nccl_recv(comm, b.dev, COUNT, QCOLL_F64, peer, stream));
-    QOK(qcoll__nccl_send(comm, b.dev, COUNT, QCOLL_F64, peer, stream));
+    QOK(qcoll__nccl_recv(&comm->ctx, b.dev, COUNT, QCOLL_F64, peer, stream));
+    QOK(qcoll__nccl_send(&comm->ctx, b.dev, COUNT, QCOLL_F64, peer, stream));
   }
   check_current_device("qcoll__nccl_send/recv");
   download(&b);
@@ -338,17 +325,17 @@ static void check_graph_replay(void) {
   dbuf_t b = dbuf_alloc(COUNT * 4);
   cudaGraph_t graph;
   cudaGraphExec_t exec;
-  CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
-  QOK(qcoll__nccl_all_reduce(comm, b.dev, b.dev, COUNT, QCOLL_F32, QCOLL_SUM,
+  CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+  QOK(qcoll__nccl_all_reduce(&comm->ctx, b.dev, b.dev, COUNT, QCOLL_F32, QCOLL_SUM,
                              stream));
-  CUDA(cudaStreamEndCapture(stream, &graph));
-  CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
+  CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
   for (int replay = 0; replay < 5; replay++) {
     for (size_t i = 0; i < COUNT; i++)
       ((float *)b.host)[i] =
           (float)(value(rank, i + (size_t)replay, QCOLL_F32, QCOLL_SUM));
     upload(&b);
-    CUDA(cudaGraphLaunch(exec, stream));
+    CHECK_CUDA(cudaGraphLaunch(exec, stream));
     download(&b);
     for (size_t i = 0; i < COUNT; i++)
       CHECK(
@@ -356,8 +343,8 @@ static void check_graph_replay(void) {
               (float)reduce_expected(i + (size_t)replay, QCOLL_F32, QCOLL_SUM),
           "graph replay %d [%zu]: %g", replay, i, ((float *)b.host)[i]);
   }
-  CUDA(cudaGraphExecDestroy(exec));
-  CUDA(cudaGraphDestroy(graph));
+  CHECK_CUDA(cudaGraphExecDestroy(exec));
+  CHECK_CUDA(cudaGraphDestroy(graph));
   dbuf_free(&b);
 }
 
@@ -387,6 +374,7 @@ static void init_comm(bool from_env, int dev) {
           qcoll_last_error());
   }
   qcoll_comm_rank(comm, &rank);
+  check_rank = rank;
   qcoll_comm_size(comm, &nranks);
   int got = -3;
   qcoll_comm_device(comm, &got);
@@ -408,8 +396,8 @@ static void check_same_everywhere(const char *text) {
 }
 
 static int finish(int code) {
-  qcoll__nccl_comm_destroy(comm);
-  CHECK(qcoll__nccl_comm_state(comm) == QCOLL__NCCL_UNTRIED, "after destroy");
+  qcoll__nccl_comm_destroy(&comm->ctx);
+  CHECK(qcoll__nccl_comm_state(&comm->ctx) == QCOLL__NCCL_UNTRIED, "after destroy");
   CHECK(qcoll_comm_destroy(comm) == QCOLL_OK, "%s", qcoll_last_error());
   return code;
 }
@@ -417,7 +405,7 @@ static int finish(int code) {
 /* Create the NCCL communicator; 77 when NCCL is not installed. */
 static int get_nccl_or_skip(void) {
   void *nccl = NULL;
-  qcoll_status_t st = qcoll__nccl_comm_get(comm, &nccl);
+  qcoll_status_t st = qcoll__nccl_comm_get(&comm->ctx, &nccl);
   char why[2048];
   if (st == QCOLL_ERR_UNSUPPORTED && !qcoll__nccl_available(why, sizeof why)) {
     printf("skipped: %s\n", why);
@@ -425,7 +413,7 @@ static int get_nccl_or_skip(void) {
   }
   CHECK(st == QCOLL_OK, "%s", qcoll_comm_last_error(comm));
   CHECK(nccl != NULL, "no NCCL communicator");
-  CHECK(qcoll__nccl_comm_state(comm) == QCOLL__NCCL_READY, "state");
+  CHECK(qcoll__nccl_comm_state(&comm->ctx) == QCOLL__NCCL_READY, "state");
   printf("rank %d: NCCL %d from %s on device %d\n", rank, qcoll__nccl_version(),
          qcoll__nccl_library_path(), device);
   return 0;
@@ -435,33 +423,33 @@ static int get_nccl_or_skip(void) {
  * allocates memory): it is declined, the capture stays valid, and nothing
  * is remembered, so the next uncaptured call creates the communicator. */
 static void check_first_call_not_captured(void) {
-  CUDA(cudaSetDevice(device));
+  CHECK_CUDA(cudaSetDevice(device));
   cudaStream_t s;
-  CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   dbuf_t b = dbuf_alloc(COUNT * 4);
   cudaGraph_t graph;
-  CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-  qcoll_status_t st = qcoll__nccl_all_reduce(comm, b.dev, b.dev, COUNT,
+  CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  qcoll_status_t st = qcoll__nccl_all_reduce(&comm->ctx, b.dev, b.dev, COUNT,
                                              QCOLL_F32, QCOLL_SUM, s);
-  CUDA(cudaStreamEndCapture(s, &graph));
+  CHECK_CUDA(cudaStreamEndCapture(s, &graph));
   CHECK(st == QCOLL_ERR_UNSUPPORTED, "status %d", (int)st);
   CHECK(strstr(qcoll_comm_last_error(comm), "captured") != NULL, "%s",
         qcoll_comm_last_error(comm));
-  CHECK(qcoll__nccl_comm_state(comm) == QCOLL__NCCL_UNTRIED, "state %d",
-        (int)qcoll__nccl_comm_state(comm));
-  CUDA(cudaGraphDestroy(graph));
-  CUDA(cudaStreamDestroy(s));
+  CHECK(qcoll__nccl_comm_state(&comm->ctx) == QCOLL__NCCL_UNTRIED, "state %d",
+        (int)qcoll__nccl_comm_state(&comm->ctx));
+  CHECK_CUDA(cudaGraphDestroy(graph));
+  CHECK_CUDA(cudaStreamDestroy(s));
   dbuf_free(&b);
 }
 
 static void run_collectives(void) {
-  CUDA(cudaSetDevice(device));
-  CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  CHECK_CUDA(cudaSetDevice(device));
+  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   /* Call from another device when there is one: the library must run on
    * the buffers' device and leave ours current. */
   int ndev = device_count();
   foreign = ndev > 1 ? (device + 1) % ndev : -1;
-  if (foreign >= 0) CUDA(cudaSetDevice(foreign));
+  if (foreign >= 0) CHECK_CUDA(cudaSetDevice(foreign));
   for (int t = 0; t < QCOLL_DTYPE_COUNT; t++)
     for (int op = 0; op < QCOLL_OP_COUNT; op++)
       for (int in_place = 0; in_place < 2; in_place++)
@@ -472,10 +460,10 @@ static void run_collectives(void) {
   check_all_to_all();
   check_send_recv();
   check_graph_replay();
-  QOK(qcoll__nccl_poll_async_error(comm));
-  CUDA(cudaStreamSynchronize(stream));
-  CUDA(cudaStreamDestroy(stream));
-  if (foreign >= 0) CUDA(cudaSetDevice(device));
+  QOK(qcoll__nccl_poll_async_error(&comm->ctx));
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  CHECK_CUDA(cudaStreamDestroy(stream));
+  if (foreign >= 0) CHECK_CUDA(cudaSetDevice(device));
   foreign = -1;
 }
 
@@ -508,7 +496,7 @@ static int run_multi(void) {
    * communicator, on both peers alike. */
   int x = 0;
   if (nranks >= 2 && rank <= 1)
-    CHECK(qcoll__nccl_send(comm, &x, 1, QCOLL_I32, 1 - rank, NULL) ==
+    CHECK(qcoll__nccl_send(&comm->ctx, &x, 1, QCOLL_I32, 1 - rank, NULL) ==
               QCOLL_ERR_UNSUPPORTED,
           "p2p before the first collective");
   int skip = get_nccl_or_skip();
@@ -529,16 +517,16 @@ static int run_shared(bool let_nccl_decide) {
   if (!qcoll__nccl_available(why, sizeof why)) {
     /* Still collective: every rank must take part in the refusal. */
     void *nccl;
-    CHECK(qcoll__nccl_comm_get(comm, &nccl) == QCOLL_ERR_UNSUPPORTED, "refuse");
+    CHECK(qcoll__nccl_comm_get(&comm->ctx, &nccl) == QCOLL_ERR_UNSUPPORTED, "refuse");
     printf("skipped: %s\n", why);
     return finish(SKIP);
   }
   void *nccl = NULL;
   double t0 = qcoll__now();
-  qcoll_status_t st = qcoll__nccl_comm_get(comm, &nccl);
+  qcoll_status_t st = qcoll__nccl_comm_get(&comm->ctx, &nccl);
   double took = qcoll__now() - t0;
   const char *verdict =
-      st == QCOLL_OK ? "accepted" : qcoll__nccl_comm_refusal(comm);
+      st == QCOLL_OK ? "accepted" : qcoll__nccl_comm_refusal(&comm->ctx);
   printf("rank %d: NCCL with %d ranks on one GPU: %s (%.2f s)\n", rank, nranks,
          verdict, took);
   check_same_everywhere(verdict);
@@ -551,10 +539,10 @@ static int run_shared(bool let_nccl_decide) {
     CHECK(strstr(verdict, "ncclCommInitRankConfig") != NULL, "%s", verdict);
   } else {
     /* This NCCL accepts several ranks per GPU: then it must be right. */
-    CUDA(cudaSetDevice(device));
-    CUDA(cudaStreamCreate(&stream));
+    CHECK_CUDA(cudaSetDevice(device));
+    CHECK_CUDA(cudaStreamCreate(&stream));
     check_all_reduce(QCOLL_I32, QCOLL_SUM, false);
-    CUDA(cudaStreamDestroy(stream));
+    CHECK_CUDA(cudaStreamDestroy(stream));
   }
   /* The refusal leaves the communicator serving other paths. */
   QOK(qcoll_barrier(comm, NULL));

@@ -32,6 +32,7 @@
 #include <cmocka.h>
 
 #include "qcoll.h"
+#include "core/comm.h"
 #include "transport/nccl.h"
 
 #define THREADS 8
@@ -200,21 +201,21 @@ static qcoll_comm_t make_host_comm(void) {
  * host-only communicator even a good library is refused (no GPU). */
 static void communicator_refuses_nccl(void **state) {
   qcoll_comm_t comm = make_host_comm();
-  assert_int_equal(qcoll__nccl_comm_state(comm), QCOLL__NCCL_UNTRIED);
-  assert_string_equal(qcoll__nccl_comm_refusal(comm), "");
+  assert_int_equal(qcoll__nccl_comm_state(&comm->ctx), QCOLL__NCCL_UNTRIED);
+  assert_string_equal(qcoll__nccl_comm_refusal(&comm->ctx), "");
 
   /* Point-to-point cannot create the NCCL communicator (not collective). */
   int x = 1;
-  assert_int_equal(qcoll__nccl_send(comm, &x, 1, QCOLL_I32, 0, NULL),
+  assert_int_equal(qcoll__nccl_send(&comm->ctx, &x, 1, QCOLL_I32, 0, NULL),
                    QCOLL_ERR_UNSUPPORTED);
   assert_non_null(strstr(qcoll_comm_last_error(comm), "does not exist yet"));
-  assert_int_equal(qcoll__nccl_comm_state(comm), QCOLL__NCCL_UNTRIED);
+  assert_int_equal(qcoll__nccl_comm_state(&comm->ctx), QCOLL__NCCL_UNTRIED);
 
   void *nccl = &x;
-  assert_int_equal(qcoll__nccl_comm_get(comm, &nccl), QCOLL_ERR_UNSUPPORTED);
+  assert_int_equal(qcoll__nccl_comm_get(&comm->ctx, &nccl), QCOLL_ERR_UNSUPPORTED);
   assert_null(nccl);
-  assert_int_equal(qcoll__nccl_comm_state(comm), QCOLL__NCCL_REFUSED);
-  const char *refusal = qcoll__nccl_comm_refusal(comm);
+  assert_int_equal(qcoll__nccl_comm_state(&comm->ctx), QCOLL__NCCL_REFUSED);
+  const char *refusal = qcoll__nccl_comm_refusal(&comm->ctx);
   assert_non_null(strstr(refusal, "rank 0: "));
   char why[2048];
   if (qcoll__nccl_available(why, sizeof why))
@@ -225,19 +226,19 @@ static void communicator_refuses_nccl(void **state) {
   assert_non_null(strstr(qcoll_comm_last_error(comm), refusal));
 
   /* Remembered: the same answer, and the collectives refuse too. */
-  assert_int_equal(qcoll__nccl_comm_get(comm, &nccl), QCOLL_ERR_UNSUPPORTED);
+  assert_int_equal(qcoll__nccl_comm_get(&comm->ctx, &nccl), QCOLL_ERR_UNSUPPORTED);
   assert_int_equal(
-      qcoll__nccl_all_reduce(comm, &x, &x, 1, QCOLL_I32, QCOLL_SUM, NULL),
+      qcoll__nccl_all_reduce(&comm->ctx, &x, &x, 1, QCOLL_I32, QCOLL_SUM, NULL),
       QCOLL_ERR_UNSUPPORTED);
-  assert_int_equal(qcoll__nccl_recv(comm, &x, 1, QCOLL_I32, 0, NULL),
+  assert_int_equal(qcoll__nccl_recv(&comm->ctx, &x, 1, QCOLL_I32, 0, NULL),
                    QCOLL_ERR_UNSUPPORTED);
-  assert_int_equal(qcoll__nccl_poll_async_error(comm), QCOLL_OK);
+  assert_int_equal(qcoll__nccl_poll_async_error(&comm->ctx), QCOLL_OK);
   /* The communicator itself is still fine. */
   assert_int_equal(qcoll_barrier(comm, NULL), QCOLL_OK);
 
-  qcoll__nccl_comm_destroy(comm);
-  assert_int_equal(qcoll__nccl_comm_state(comm), QCOLL__NCCL_UNTRIED);
-  qcoll__nccl_comm_destroy(comm); /* twice is harmless */
+  qcoll__nccl_comm_destroy(&comm->ctx);
+  assert_int_equal(qcoll__nccl_comm_state(&comm->ctx), QCOLL__NCCL_UNTRIED);
+  qcoll__nccl_comm_destroy(&comm->ctx); /* twice is harmless */
   assert_int_equal(qcoll_comm_destroy(comm), QCOLL_OK);
 }
 

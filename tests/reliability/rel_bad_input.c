@@ -491,7 +491,7 @@ int main(int argc, char **argv) {
   qcoll_status_t st = qcoll_comm_destroy(comm);
   EXPECT(st == QCOLL_OK, "destroy: %s", qcoll_status_string(st));
   printf("rank %d: %s %d cases (%s)\n", rel_rank,
-         rel_failures ? "FAIL" : "PASS", cases_run,
+         check_failures ? "FAIL" : "PASS", cases_run,
          env_checked ? "QCOLL_CHECK=1" : "QCOLL_CHECK off");
-  return rel_failures ? 1 : 0;
+  return check_failures ? 1 : 0;
 }

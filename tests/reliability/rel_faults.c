@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "rel_util.h"
+#include "core/comm.h"
 #include "transport/shm.h"
 
 #define BIG_COUNT (1u << 18) /* 1 MiB of f32 */
@@ -161,7 +162,7 @@ static void mode_kill(bool during, long param, int victim, const char *stamp) {
   printf(
       "rank %d: %s after %ld all-reduces: %s %.1f ms after rank %d died "
       "(the call had waited %.1f ms; QCOLL_TIMEOUT is %s s): %s\n",
-      rel_rank, rel_failures ? "FAIL" : "PASS", it, qcoll_status_string(st),
+      rel_rank, check_failures ? "FAIL" : "PASS", it, qcoll_status_string(st),
       detect * 1e3, victim, (failed_at - call_start) * 1e3,
       getenv("QCOLL_TIMEOUT") ? getenv("QCOLL_TIMEOUT") : "300", msg);
   if (sigterm_at > 0)
@@ -220,11 +221,11 @@ static void mode_abort(void) {
     printf(
         "rank 0: %s: %s %.2f ms after qcoll_comm_abort (it had waited "
         "%.0f ms): %s\n",
-        rel_failures ? "FAIL" : "PASS", qcoll_status_string(st), unblock * 1e3,
+        check_failures ? "FAIL" : "PASS", qcoll_status_string(st), unblock * 1e3,
         (t1 - t0) * 1e3, msg);
   else
     printf("rank %d: %s: %s after %.2f ms: %s\n", rel_rank,
-           rel_failures ? "FAIL" : "PASS", qcoll_status_string(st),
+           check_failures ? "FAIL" : "PASS", qcoll_status_string(st),
            (t1 - t0) * 1e3, msg);
 }
 
@@ -274,7 +275,7 @@ static void mode_never(double timeout_s) {
   free(x);
   finish();
   printf("rank %d: %s: %s after %.3f s (QCOLL_TIMEOUT %.1f s): %s\n", rel_rank,
-         rel_failures ? "FAIL" : "PASS", qcoll_status_string(st), dt, timeout_s,
+         check_failures ? "FAIL" : "PASS", qcoll_status_string(st), dt, timeout_s,
          msg);
 }
 
@@ -321,9 +322,9 @@ int main(int argc, char **argv) {
     return 2;
   }
   comm = rel_init(0);
-  snprintf(segment, sizeof segment, "/dev/shm%s", qcoll__shm_name(comm));
+  snprintf(segment, sizeof segment, "/dev/shm%s", qcoll__shm_name(&comm->ctx));
   /* Every rank, so the name is known whichever rank is killed. */
-  printf("segment %s\n", qcoll__shm_name(comm));
+  printf("segment %s\n", qcoll__shm_name(&comm->ctx));
   fflush(stdout);
   if (rel_size < 2) {
     fprintf(stderr, "rel_faults needs at least 2 ranks\n");

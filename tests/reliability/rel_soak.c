@@ -97,8 +97,8 @@ int main(int argc, char **argv) {
       "rank %d: %s %ld all-reduces of %d f32 on %d ranks in %.1f s "
       "(%.2f us each after warm-up), %ld wrong; VmRSS %ld -> %ld KiB "
       "(RssShmem %ld -> %ld, VmHWM %ld), descriptors %d -> %d\n",
-      rel_rank, rel_failures ? "FAIL" : "PASS", iterations, COUNT, rel_size,
+      rel_rank, check_failures ? "FAIL" : "PASS", iterations, COUNT, rel_size,
       t1 - t0, (t1 - t_warm) / (double)(iterations - WARMUP) * 1e6, wrong,
       rss_start, rss_end, shmem_start, shmem_end, hwm, fds_start, fds_end);
-  return rel_failures ? 1 : 0;
+  return check_failures ? 1 : 0;
 }

@@ -17,21 +17,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "../check.h"
 #include "proc_readings.h"
 #include "qcoll.h"
 
-static int rel_rank = -1, rel_size = 0, rel_failures = 0;
-
-#define EXPECT(cond, ...)                                                     \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      rel_failures++;                                                         \
-      fprintf(stderr, "rank %d: FAIL %s:%d: ", rel_rank, __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                                           \
-      fputc('\n', stderr);                                                    \
-      fflush(stderr);                                                         \
-    }                                                                         \
-  } while (0)
+static int rel_rank = -1, rel_size = 0;
 
 /* CLOCK_MONOTONIC: one clock for every process of the host, so a time
  * written by one rank can be compared with another rank's. */
@@ -56,6 +46,7 @@ static inline qcoll_comm_t rel_init(double timeout_s) {
     exit(1);
   }
   qcoll_comm_rank(comm, &rel_rank);
+  check_rank = rel_rank;
   qcoll_comm_size(comm, &rel_size);
   return comm;
 }

@@ -92,6 +92,6 @@ int main(void) {
     round_of_calls(counts[round], round + 1);
   qcoll_status_t st = qcoll_comm_destroy(comm);
   EXPECT(st == QCOLL_OK, "destroy: %s", qcoll_status_string(st));
-  printf("rank %d: %s\n", rel_rank, rel_failures ? "FAIL" : "PASS");
-  return rel_failures ? 1 : 0;
+  printf("rank %d: %s\n", rel_rank, check_failures ? "FAIL" : "PASS");
+  return check_failures ? 1 : 0;
 }

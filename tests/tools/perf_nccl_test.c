@@ -21,21 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../check.h"
 #include "fake_nccl_perf.h"
 #include "perf.h"
-
-static int rank_for_messages;
-
-#define CHECK(cond, ...)                                                \
-  do {                                                                  \
-    if (!(cond)) {                                                      \
-      printf("FAIL (rank %d) %s:%d: %s: ", rank_for_messages, __FILE__, \
-             __LINE__, #cond);                                          \
-      printf(__VA_ARGS__);                                              \
-      printf("\n");                                                     \
-      exit(1);                                                          \
-    }                                                                   \
-  } while (0)
 
 static qcoll_comm_t make_comm(bool launched) {
   qcoll_config_t cfg;
@@ -221,7 +209,7 @@ static int refuse_case(const char *lib) {
   int rank, nranks;
   qcoll_comm_rank(comm, &rank);
   qcoll_comm_size(comm, &nranks);
-  rank_for_messages = rank;
+  check_rank = rank;
   char why[320] = "";
   perf_nccl_t *n = perf_nccl_start(comm, rank, nranks, why, sizeof why);
   CHECK(n == NULL, "NCCL was accepted although rank(s) %s refused", refuse);

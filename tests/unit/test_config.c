@@ -7,7 +7,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "core/config.h"
+#include "base/config.h"
 #include "qcoll.h"
 
 static void byte_sizes_parse_with_suffixes(void **state) {
@@ -60,11 +60,68 @@ static void environment_overrides_default(void **state) {
   assert_null(qcoll__env_str("QCOLL_NOT_A_VARIABLE"));
 }
 
+/* Every typed variable lands in its field; bad values (unparsable, out of
+ * range, not a boolean) give the default. */
+static void config_is_typed_and_bad_values_give_defaults(void **state) {
+  qcoll__config_t c;
+  qcoll__config_read(&c);
+  assert_true(c.timeout_s == 300.0);
+  assert_int_equal(c.root_port, 0);
+  assert_int_equal(c.shm_bytes, 32u << 20);
+  assert_int_equal(c.spin_us, 50);
+  assert_false(c.check);
+  assert_true(c.nccl_blocking);
+  assert_int_equal(c.oneshot_max_bytes, 256u << 10);
+  assert_int_equal(c.shared_gpu_nccl_max_ranks, 2);
+
+  setenv("QCOLL_TIMEOUT", "2.5", 1);
+  setenv("QCOLL_ROOT_PORT", "29500", 1);
+  setenv("QCOLL_CHECK", "yes", 1);
+  setenv("QCOLL_NCCL_BLOCKING", "off", 1);
+  setenv("QCOLL_ONESHOT_MAX_BYTES", "1M", 1);
+  qcoll__config_read(&c);
+  assert_true(c.timeout_s == 2.5);
+  assert_int_equal(c.root_port, 29500);
+  assert_true(c.check);
+  assert_false(c.nccl_blocking);
+  assert_int_equal(c.oneshot_max_bytes, 1u << 20);
+
+  setenv("QCOLL_TIMEOUT", "0", 1);        /* out of range */
+  setenv("QCOLL_ROOT_PORT", "70000", 1);  /* out of range */
+  setenv("QCOLL_SPIN_US", "-4", 1);       /* out of range */
+  setenv("QCOLL_CHECK", "maybe", 1);      /* not a boolean */
+  setenv("QCOLL_NCCL_BLOCKING", "2", 1);  /* not a boolean */
+  setenv("QCOLL_ONESHOT_MAX_BYTES", "big", 1);
+  qcoll__config_read(&c);
+  assert_true(c.timeout_s == 300.0);
+  assert_int_equal(c.root_port, 0);
+  assert_int_equal(c.spin_us, 50);
+  assert_false(c.check);
+  assert_true(c.nccl_blocking);
+  assert_int_equal(c.oneshot_max_bytes, 256u << 10);
+  const char *vars[] = {"QCOLL_TIMEOUT", "QCOLL_ROOT_PORT", "QCOLL_SPIN_US",
+                        "QCOLL_CHECK", "QCOLL_NCCL_BLOCKING",
+                        "QCOLL_ONESHOT_MAX_BYTES"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
+}
+
+/* A misspelt name is answered with the known name nearest to it. */
+static void unknown_names_get_the_nearest_known_one(void **state) {
+  assert_string_equal(qcoll__env_nearest("QCOLL_TIMOUT"), "QCOLL_TIMEOUT");
+  assert_string_equal(qcoll__env_nearest("QCOLL_SHM_BYTE"), "QCOLL_SHM_BYTES");
+  assert_string_equal(qcoll__env_nearest("QCOLL_ONESHOT_MAX"),
+                      "QCOLL_ONESHOT_MAX_BYTES");
+  assert_string_equal(qcoll__env_nearest("QCOLL_DISABLE_CUD"),
+                      "QCOLL_DISABLE_CUDA");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(byte_sizes_parse_with_suffixes),
       cmocka_unit_test(table_lists_every_variable_once),
       cmocka_unit_test(environment_overrides_default),
+      cmocka_unit_test(config_is_typed_and_bad_values_give_defaults),
+      cmocka_unit_test(unknown_names_get_the_nearest_known_one),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

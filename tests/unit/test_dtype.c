@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 
 static void f16_round_trip_is_identity(void **state) {
   for (uint32_t h = 0; h < 0x10000u; h++) {

@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "core/staging.h"
+#include "backend/staging.h"
 
 #define DEV(off) ((const void *)(uintptr_t)(0x10000000u + (off)))
 

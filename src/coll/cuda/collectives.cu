@@ -70,6 +70,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "base/dtype.h" /* f16/bf16 conversions, the host's bit for bit */
 #include "collectives.h"
 #include "ipc_sync.cuh"
 
@@ -108,45 +109,6 @@ __device__ __forceinline__ double div_rn(double a, double b) {
   return __ddiv_rn(a, b);
 }
 
-/* The host's f16/bf16 conversions (src/core/dtype.h), bit for bit, NaNs
- * included. */
-__device__ __forceinline__ float f16_to_f32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t man = h & 0x3ffu;
-  if (exp == 0x1f) return __uint_as_float(sign | 0x7f800000u | (man << 13));
-  if (exp == 0) {
-    float v = __fmul_rn((float)man, 1.0f / 16777216.0f);
-    return sign ? -v : v;
-  }
-  return __uint_as_float(sign | ((exp + 112u) << 23) | (man << 13));
-}
-__device__ __forceinline__ uint16_t f32_to_f16(float f) {
-  uint32_t u = __float_as_uint(f);
-  uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
-  uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
-  if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);
-  if (a < 0x38800000u) {
-    float v = __fmul_rn(__uint_as_float(a), 16777216.0f);
-    uint32_t i = (uint32_t)v;
-    float rem = __fsub_rn(v, (float)i);
-    if (rem > 0.5f || (rem == 0.5f && (i & 1u))) i++;
-    return (uint16_t)(sign | i);
-  }
-  uint32_t rounded = a + 0xfffu + ((a >> 13) & 1u);
-  return (uint16_t)(sign | (((rounded >> 13) - (112u << 10)) & 0x7fffu));
-}
-__device__ __forceinline__ float bf16_to_f32(uint16_t h) {
-  return __uint_as_float((uint32_t)h << 16);
-}
-__device__ __forceinline__ uint16_t f32_to_bf16(float f) {
-  uint32_t u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
-
 /* A dtype: its storage S, and for floats the accumulation type and the
  * conversions; for integers the unsigned type U of the same width. */
 template <typename T, typename A>
@@ -161,15 +123,15 @@ struct F16Type {
   using S = uint16_t;
   using Acc = float;
   static constexpr bool kInt = false;
-  static __device__ __forceinline__ Acc load(S x) { return f16_to_f32(x); }
-  static __device__ __forceinline__ S store(Acc x) { return f32_to_f16(x); }
+  static __device__ __forceinline__ Acc load(S x) { return qcoll__f16_to_f32(x); }
+  static __device__ __forceinline__ S store(Acc x) { return qcoll__f32_to_f16(x); }
 };
 struct BF16Type {
   using S = uint16_t;
   using Acc = float;
   static constexpr bool kInt = false;
-  static __device__ __forceinline__ Acc load(S x) { return bf16_to_f32(x); }
-  static __device__ __forceinline__ S store(Acc x) { return f32_to_bf16(x); }
+  static __device__ __forceinline__ Acc load(S x) { return qcoll__bf16_to_f32(x); }
+  static __device__ __forceinline__ S store(Acc x) { return qcoll__f32_to_bf16(x); }
 };
 template <typename T, typename UT>
 struct IntType {

@@ -41,14 +41,14 @@
 #define ALIGN_BYTES 64
 
 typedef struct ctx {
-  qcoll_comm_t comm;
+  qcoll__ctx_t *comm;
   int me, n;
   size_t esz, slot;
   const void **srcs; /* n source pointers for qcoll__reduce_ranks */
   const void *srcs_small[64];
 } ctx_t;
 
-static qcoll_status_t begin(ctx_t *c, qcoll_comm_t comm, qcoll_dtype_t dtype,
+static qcoll_status_t begin(ctx_t *c, qcoll__ctx_t *comm, qcoll_dtype_t dtype,
                             const char *fn) {
   c->comm = comm;
   c->me = comm->local_rank;
@@ -79,7 +79,7 @@ static qcoll_status_t end(ctx_t *c, qcoll_status_t st) {
 
 /* Index of global rank `rank` among this host's ranks (the same number when
  * every rank is on this host). */
-static int local_index(qcoll_comm_t comm, int rank) {
+static int local_index(qcoll__ctx_t *comm, int rank) {
   for (int l = 0; l < comm->local_size; l++)
     if (comm->local_ranks[l] == rank) return l;
   return -1;
@@ -186,7 +186,7 @@ static qcoll_status_t reduce_to(ctx_t *c, const void *send, void *out,
   return reduce_chunked(c, send, out, count, dtype, op);
 }
 
-qcoll_status_t qcoll__host_all_reduce(qcoll_comm_t comm, const void *sendbuf,
+qcoll_status_t qcoll__host_all_reduce(qcoll__ctx_t *comm, const void *sendbuf,
                                       void *recvbuf, size_t count,
                                       qcoll_dtype_t dtype, qcoll_op_t op) {
   ctx_t c;
@@ -195,7 +195,7 @@ qcoll_status_t qcoll__host_all_reduce(qcoll_comm_t comm, const void *sendbuf,
   return end(&c, st);
 }
 
-qcoll_status_t qcoll__host_reduce(qcoll_comm_t comm, const void *sendbuf,
+qcoll_status_t qcoll__host_reduce(qcoll__ctx_t *comm, const void *sendbuf,
                                   void *recvbuf, size_t count,
                                   qcoll_dtype_t dtype, qcoll_op_t op,
                                   int root) {
@@ -208,7 +208,7 @@ qcoll_status_t qcoll__host_reduce(qcoll_comm_t comm, const void *sendbuf,
   return end(&c, st);
 }
 
-qcoll_status_t qcoll__host_reduce_scatter(qcoll_comm_t comm,
+qcoll_status_t qcoll__host_reduce_scatter(qcoll__ctx_t *comm,
                                           const void *sendbuf, void *recvbuf,
                                           size_t recvcount, qcoll_dtype_t dtype,
                                           qcoll_op_t op) {
@@ -248,7 +248,7 @@ qcoll_status_t qcoll__host_reduce_scatter(qcoll_comm_t comm,
 
 /* ---- data movement ------------------------------------------------- */
 
-qcoll_status_t qcoll__host_broadcast(qcoll_comm_t comm, const void *sendbuf,
+qcoll_status_t qcoll__host_broadcast(qcoll__ctx_t *comm, const void *sendbuf,
                                      void *recvbuf, size_t count,
                                      qcoll_dtype_t dtype, int root) {
   ctx_t c;
@@ -270,7 +270,7 @@ qcoll_status_t qcoll__host_broadcast(qcoll_comm_t comm, const void *sendbuf,
   return end(&c, st);
 }
 
-qcoll_status_t qcoll__host_all_gather(qcoll_comm_t comm, const void *sendbuf,
+qcoll_status_t qcoll__host_all_gather(qcoll__ctx_t *comm, const void *sendbuf,
                                       void *recvbuf, size_t sendcount,
                                       qcoll_dtype_t dtype) {
   ctx_t c;
@@ -297,7 +297,7 @@ qcoll_status_t qcoll__host_all_gather(qcoll_comm_t comm, const void *sendbuf,
   return end(&c, st);
 }
 
-qcoll_status_t qcoll__host_all_to_all(qcoll_comm_t comm, const void *sendbuf,
+qcoll_status_t qcoll__host_all_to_all(qcoll__ctx_t *comm, const void *sendbuf,
                                       void *recvbuf, size_t count,
                                       qcoll_dtype_t dtype) {
   ctx_t c;
@@ -327,7 +327,7 @@ qcoll_status_t qcoll__host_all_to_all(qcoll_comm_t comm, const void *sendbuf,
 
 /* ---- point to point and barrier ------------------------------------ */
 
-static qcoll_status_t p2p(qcoll_comm_t comm, bool sending, void *buf,
+static qcoll_status_t p2p(qcoll__ctx_t *comm, bool sending, void *buf,
                           size_t count, qcoll_dtype_t dtype, int peer) {
   ctx_t c;
   const char *fn = sending ? "qcoll_send" : "qcoll_recv";
@@ -344,17 +344,17 @@ static qcoll_status_t p2p(qcoll_comm_t comm, bool sending, void *buf,
   return end(&c, st);
 }
 
-qcoll_status_t qcoll__host_send(qcoll_comm_t comm, const void *sendbuf,
+qcoll_status_t qcoll__host_send(qcoll__ctx_t *comm, const void *sendbuf,
                                 size_t count, qcoll_dtype_t dtype, int peer) {
   return p2p(comm, true, (void *)sendbuf, count, dtype, peer);
 }
 
-qcoll_status_t qcoll__host_recv(qcoll_comm_t comm, void *recvbuf, size_t count,
+qcoll_status_t qcoll__host_recv(qcoll__ctx_t *comm, void *recvbuf, size_t count,
                                 qcoll_dtype_t dtype, int peer) {
   return p2p(comm, false, recvbuf, count, dtype, peer);
 }
 
-qcoll_status_t qcoll__host_barrier(qcoll_comm_t comm) {
+qcoll_status_t qcoll__host_barrier(qcoll__ctx_t *comm) {
   ctx_t c;
   qcoll_status_t st = begin(&c, comm, QCOLL_U8, "qcoll_barrier");
   if (st == QCOLL_OK) st = qcoll__shm_barrier(comm);

@@ -9,36 +9,36 @@
 #ifndef QCOLL_COLL_HOST_H
 #define QCOLL_COLL_HOST_H
 
-#include "../../core/comm.h"
+#include "../../base/context.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-qcoll_status_t qcoll__host_all_reduce(qcoll_comm_t comm, const void *sendbuf,
+qcoll_status_t qcoll__host_all_reduce(qcoll__ctx_t *comm, const void *sendbuf,
                                       void *recvbuf, size_t count,
                                       qcoll_dtype_t dtype, qcoll_op_t op);
-qcoll_status_t qcoll__host_reduce(qcoll_comm_t comm, const void *sendbuf,
+qcoll_status_t qcoll__host_reduce(qcoll__ctx_t *comm, const void *sendbuf,
                                   void *recvbuf, size_t count,
                                   qcoll_dtype_t dtype, qcoll_op_t op, int root);
-qcoll_status_t qcoll__host_broadcast(qcoll_comm_t comm, const void *sendbuf,
+qcoll_status_t qcoll__host_broadcast(qcoll__ctx_t *comm, const void *sendbuf,
                                      void *recvbuf, size_t count,
                                      qcoll_dtype_t dtype, int root);
-qcoll_status_t qcoll__host_all_gather(qcoll_comm_t comm, const void *sendbuf,
+qcoll_status_t qcoll__host_all_gather(qcoll__ctx_t *comm, const void *sendbuf,
                                       void *recvbuf, size_t sendcount,
                                       qcoll_dtype_t dtype);
-qcoll_status_t qcoll__host_reduce_scatter(qcoll_comm_t comm,
+qcoll_status_t qcoll__host_reduce_scatter(qcoll__ctx_t *comm,
                                           const void *sendbuf, void *recvbuf,
                                           size_t recvcount, qcoll_dtype_t dtype,
                                           qcoll_op_t op);
-qcoll_status_t qcoll__host_all_to_all(qcoll_comm_t comm, const void *sendbuf,
+qcoll_status_t qcoll__host_all_to_all(qcoll__ctx_t *comm, const void *sendbuf,
                                       void *recvbuf, size_t count,
                                       qcoll_dtype_t dtype);
-qcoll_status_t qcoll__host_send(qcoll_comm_t comm, const void *sendbuf,
+qcoll_status_t qcoll__host_send(qcoll__ctx_t *comm, const void *sendbuf,
                                 size_t count, qcoll_dtype_t dtype, int peer);
-qcoll_status_t qcoll__host_recv(qcoll_comm_t comm, void *recvbuf, size_t count,
+qcoll_status_t qcoll__host_recv(qcoll__ctx_t *comm, void *recvbuf, size_t count,
                                 qcoll_dtype_t dtype, int peer);
-qcoll_status_t qcoll__host_barrier(qcoll_comm_t comm);
+qcoll_status_t qcoll__host_barrier(qcoll__ctx_t *comm);
 
 /* dst[i] = op(srcs[0][i], ..., srcs[nsrcs-1][i]) in that order, accumulating
  * in the dtype's accumulation type; AVG divides by avg_divisor at the end.

@@ -29,7 +29,7 @@
  */
 #include <string.h>
 
-#include "../../core/dtype.h"
+#include "../../base/dtype.h"
 #include "host_coll.h"
 
 /* Elements per accumulator block: 8 KiB of f64, so the accumulator stays in

@@ -41,7 +41,7 @@ int main() {
 }
 #else
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "launch.h"
 #include "ref_scheme.h"
 

@@ -38,7 +38,7 @@ int main() {
 }
 #else
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 #include "push_launch.h"
 #include "push_values.h"
 

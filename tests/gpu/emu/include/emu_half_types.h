@@ -1,11 +1,11 @@
 /* The 16-bit float types of the CPU emulation (tests/gpu/emu), behind the
  * stand-ins for cuda_fp16.h and cuda_bf16.h: the conversions the kernels
- * use, as the host's exact conversions of src/core/dtype.h (round to
+ * use, as the host's exact conversions of src/base/dtype.h (round to
  * nearest even). */
 #ifndef QCOLL_EMU_HALF_TYPES_H
 #define QCOLL_EMU_HALF_TYPES_H
 
-#include "core/dtype.h"
+#include "base/dtype.h"
 
 struct __half {
   uint16_t bits;

@@ -1,4 +1,5 @@
-/* Names and sizes of the public enums. */
+/* Names and sizes of the public enums and of the collectives. */
+#include "colls.h"
 #include "common.h"
 
 size_t qcoll_dtype_size(qcoll_dtype_t dtype) {
@@ -38,6 +39,36 @@ const char *qcoll_quant_name(qcoll_quant_t quant) {
   static const char *names[] = {"default", "none", "fp8",
                                 "int8",    "int6", "int4"};
   return (unsigned)quant < QCOLL_QUANT_COUNT ? names[quant] : "invalid";
+}
+
+static const struct coll_row {
+  const char *name, *fn;
+  bool reduces, rooted, p2p;
+} coll_rows[] = {
+#define QCOLL__COLL_ROW_(id, name, reduces, rooted, p2p, ipc) \
+  {name, "qcoll_" name, reduces, rooted, p2p},
+    QCOLL__COLLS(QCOLL__COLL_ROW_)
+#undef QCOLL__COLL_ROW_
+};
+
+static const struct coll_row *coll_row(qcoll__coll_t coll) {
+  return (unsigned)coll < QCOLL__COLL_COUNT ? &coll_rows[coll] : NULL;
+}
+
+const char *qcoll__coll_name(qcoll__coll_t coll) {
+  return coll_row(coll) ? coll_row(coll)->name : "invalid";
+}
+const char *qcoll__coll_fn(qcoll__coll_t coll) {
+  return coll_row(coll) ? coll_row(coll)->fn : "invalid";
+}
+bool qcoll__coll_reduces(qcoll__coll_t coll) {
+  return coll_row(coll) && coll_row(coll)->reduces;
+}
+bool qcoll__coll_rooted(qcoll__coll_t coll) {
+  return coll_row(coll) && coll_row(coll)->rooted;
+}
+bool qcoll__coll_p2p(qcoll__coll_t coll) {
+  return coll_row(coll) && coll_row(coll)->p2p;
 }
 
 qcoll_status_t qcoll_get_version(int *version) {

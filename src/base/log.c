@@ -9,18 +9,29 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "comm.h"
 #include "config.h"
+#include "context.h"
 
 static qcoll__log_level_t log_level = QCOLL_LOG_WARN;
 static unsigned log_subsys = QCOLL_SUBSYS_ALL;
 static char log_host[64] = "?";
 static pthread_once_t log_once = PTHREAD_ONCE_INIT;
 
+/* A bad value, under config.h's policy.  Logging is not set up yet while
+ * its own variables are read, so this writes to stderr itself. */
+static void warn_bad_value(const char *name, const char *value,
+                           const char *expected, const char *used) {
+  fprintf(stderr, "qcoll WARN INIT %s=%s is not %s; using %s\n", name, value,
+          expected, used);
+}
+
 static qcoll__log_level_t parse_level(const char *s) {
   if (!strcasecmp(s, "NONE")) return QCOLL_LOG_NONE;
   if (!strcasecmp(s, "INFO")) return QCOLL_LOG_INFO;
   if (!strcasecmp(s, "TRACE")) return QCOLL_LOG_TRACE;
+  if (strcasecmp(s, "WARN") != 0)
+    warn_bad_value("QCOLL_DEBUG", s, "one of NONE, WARN, INFO, TRACE",
+                   "the default WARN");
   return QCOLL_LOG_WARN;
 }
 
@@ -35,10 +46,19 @@ static unsigned parse_subsys(const char *s) {
   unsigned mask = 0;
   char buf[256];
   snprintf(buf, sizeof buf, "%s", s);
+  bool bad = false;
   for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
-       tok = strtok_r(NULL, ",", &save))
+       tok = strtok_r(NULL, ",", &save)) {
+    unsigned bit = 0;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-      if (!strcasecmp(tok, names[i].name)) mask |= names[i].bit;
+      if (!strcasecmp(tok, names[i].name)) bit = names[i].bit;
+    bad |= bit == 0;
+    mask |= bit;
+  }
+  if (bad || !mask)
+    warn_bad_value("QCOLL_DEBUG_SUBSYS", s,
+                   "a list of INIT, BOOT, SHM, COLL, CUDA, NCCL or ALL",
+                   mask ? "only its known names" : "the default ALL");
   return mask ? mask : QCOLL_SUBSYS_ALL;
 }
 
@@ -56,8 +76,8 @@ bool qcoll__log_enabled(qcoll__log_level_t level, unsigned subsys) {
          (subsys & log_subsys) != 0;
 }
 
-void qcoll__log(qcoll_comm_t comm, qcoll__log_level_t level, unsigned subsys,
-                const char *fmt, ...) {
+void qcoll__log(const qcoll__ctx_t *ctx, qcoll__log_level_t level,
+                unsigned subsys, const char *fmt, ...) {
   if (!qcoll__log_enabled(level, subsys)) return;
   static const char *level_names[] = {"NONE", "WARN", "INFO", "TRACE"};
   char msg[1200];
@@ -66,8 +86,8 @@ void qcoll__log(qcoll_comm_t comm, qcoll__log_level_t level, unsigned subsys,
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   char who[64];
-  if (comm && comm->magic == QCOLL_COMM_MAGIC)
-    snprintf(who, sizeof who, "rank %d dev %d", comm->rank, comm->device);
+  if (ctx)
+    snprintf(who, sizeof who, "rank %d dev %d", ctx->rank, ctx->device);
   else
     snprintf(who, sizeof who, "rank ? dev ?");
   /* One fprintf per line so lines from threads do not interleave. */

@@ -2,8 +2,8 @@
  * Internal helpers shared by every module: error recording, logging,
  * deadlines.  Not part of the public API.
  */
-#ifndef QCOLL_CORE_COMMON_H
-#define QCOLL_CORE_COMMON_H
+#ifndef QCOLL_BASE_COMMON_H
+#define QCOLL_BASE_COMMON_H
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -15,6 +15,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+struct qcoll__ctx; /* context.h */
 
 /* ---- logging ------------------------------------------------------ */
 
@@ -36,25 +38,26 @@ typedef enum qcoll__log_level {
 #define QCOLL_SUBSYS_ALL 0xffu
 
 /* Print one log line "host:pid:rank [dev] qcoll LEVEL SUBSYS message" to
- * stderr when level and subsystem are enabled.  comm may be NULL. */
-void qcoll__log(qcoll_comm_t comm, qcoll__log_level_t level, unsigned subsys,
+ * stderr when level and subsystem are enabled.  ctx may be NULL. */
+void qcoll__log(const struct qcoll__ctx *ctx, qcoll__log_level_t level,
+                unsigned subsys,
                 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 bool qcoll__log_enabled(qcoll__log_level_t level, unsigned subsys);
 
-#define QLOG_WARN(comm, sub, ...) \
-  qcoll__log(comm, QCOLL_LOG_WARN, QCOLL_SUBSYS_##sub, __VA_ARGS__)
-#define QLOG_INFO(comm, sub, ...) \
-  qcoll__log(comm, QCOLL_LOG_INFO, QCOLL_SUBSYS_##sub, __VA_ARGS__)
-#define QLOG_TRACE(comm, sub, ...) \
-  qcoll__log(comm, QCOLL_LOG_TRACE, QCOLL_SUBSYS_##sub, __VA_ARGS__)
+#define QLOG_WARN(ctx, sub, ...) \
+  qcoll__log(ctx, QCOLL_LOG_WARN, QCOLL_SUBSYS_##sub, __VA_ARGS__)
+#define QLOG_INFO(ctx, sub, ...) \
+  qcoll__log(ctx, QCOLL_LOG_INFO, QCOLL_SUBSYS_##sub, __VA_ARGS__)
+#define QLOG_TRACE(ctx, sub, ...) \
+  qcoll__log(ctx, QCOLL_LOG_TRACE, QCOLL_SUBSYS_##sub, __VA_ARGS__)
 
 /* ---- errors ------------------------------------------------------- */
 
 /* Record an error: formats the message into the calling thread's last-error
- * buffer and, when comm is not NULL, into comm's; logs it at INFO level
+ * buffer and, when ctx is not NULL, into ctx's; logs it at INFO level
  * (WARN for timeouts, peer failures and internal errors).  Returns status so
  * callers can `return qcoll__error(...)`. */
-qcoll_status_t qcoll__error(qcoll_comm_t comm, qcoll_status_t status,
+qcoll_status_t qcoll__error(struct qcoll__ctx *ctx, qcoll_status_t status,
                             const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
