@@ -534,6 +534,25 @@ def case_capture_refused_everywhere(run_, perf):
     check_geomean(p, rows)
 
 
+def case_plot(perf):
+    # -J on the pretend GPU with the fake NCCL, then scripts/perf-plot.py
+    # draws qcoll and NCCL from it (skipped without matplotlib).
+    import importlib.util
+    import tempfile
+    if importlib.util.find_spec("matplotlib") is None:
+        raise Skip("matplotlib is not installed: scripts/perf-plot.py cannot run")
+    plot = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts",
+                        "perf-plot.py")
+    with tempfile.TemporaryDirectory() as d:
+        js, png = os.path.join(d, "run.json"), os.path.join(d, "run.png")
+        p = run([perf, "--mem", "gpu", "--vs-nccl", "-b", "8", "-e", "64K", "-f", "8", "-n", "2",
+                 "-w", "1", "-J", js])
+        check(p.returncode == 0, "qcoll-perf -J exited %d" % p.returncode)
+        p = run([sys.executable, plot, js + "=fake GPU", "-o", png, "--note", "test"])
+        check(p.returncode == 0 and "2 series" in p.stdout, "perf-plot.py failed")
+        check(os.path.getsize(png) > 1000, "the plot is empty")
+
+
 def main():
     run_, perf, case = sys.argv[1:4]
     print("perf_test.py: %s" % case)
@@ -568,6 +587,7 @@ def main():
         "fakegpu.vs_nccl": lambda: case_gpu_vs_nccl(run_, perf, False, maxb=64 << 10),
         "fakegpu.nccl_refused": lambda: case_gpu_vs_nccl_refused(run_, perf, fake=True),
         "fakegpu.capture_refused": lambda: case_capture_refused_everywhere(run_, perf),
+        "fakegpu.plot": lambda: case_plot(perf),
     }
     cases.update(fake_cases)
     if case in fake_cases:
