@@ -11,9 +11,17 @@ cd "$(dirname "$0")/../.."
 repo=$PWD
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-python3 -m venv "$work/venv"
 py=$work/venv/bin/python
-"$py" -m pip install -q ./python -C cmake.define.QCOLL_WITH_CUDA=OFF "$@"
+# A venv without its own pip, filled by this pip (--python, pip >= 22.3),
+# saves installing pip into it; older pips get a venv with pip.
+if python3 -m pip --help 2>/dev/null | grep -q -- "--python <python>"; then
+  python3 -m venv --without-pip "$work/venv"
+  pip=(python3 -m pip --python "$py")
+else
+  python3 -m venv "$work/venv"
+  pip=("$py" -m pip)
+fi
+"${pip[@]}" install -q ./python -C cmake.define.QCOLL_WITH_CUDA=OFF "$@"
 
 cd "$work" # nothing of the checkout on sys.path
 clean_env=(env -u QCOLL_LIB -u PYTHONPATH -u LD_LIBRARY_PATH -u QCOLL_RUN)
