@@ -3,8 +3,9 @@
 The shared library is looked up, in order, at:
 
 1. the package folder: the copy a wheel installs beside this file
-   (``qcoll/libqcoll.so.0``), so an installed package always runs the
-   library it was built with;
+   (``qcoll/libqcoll.so.0``; in an editable install, the folder the build
+   installed it into), so an installed package always runs the library it
+   was built with;
 2. the path in the environment variable ``QCOLL_LIB`` (a file, or a folder
    holding ``libqcoll.so``), for a package without its own copy (a source
    checkout on ``PYTHONPATH``, an editable install); when it is set and
@@ -26,6 +27,7 @@ thread does not stop another thread from calling ``abort()``.
 import ctypes
 import ctypes.util
 import os
+import sys
 import threading
 import warnings
 from pathlib import Path
@@ -134,6 +136,15 @@ def _package_dir():
     return Path(__file__).resolve().parent
 
 
+def package_dirs():
+    """The folders of the qcoll package: this file's, and in an editable
+    install also the one the build installed libqcoll and the tools into
+    (the package's __path__ lists both, the installed one first)."""
+    pkg = sys.modules.get(__package__)
+    dirs = [Path(d) for d in getattr(pkg, "__path__", [])]
+    return dirs or [_package_dir()]
+
+
 def _is_sanitizer_build(build):
     """True when build/CMakeCache.txt sets QCOLL_SANITIZE (address, thread...)."""
     try:
@@ -166,7 +177,7 @@ def _source_tree_candidates():
 
 def _candidates():
     """(description, path-or-name) pairs in search order."""
-    own = [("package folder", str(_package_dir() / name)) for name in _LIB_NAMES]
+    own = [("package folder", str(d / name)) for d in package_dirs() for name in _LIB_NAMES]
     own = [c for c in own if os.path.exists(c[1])]
     if own:
         if os.environ.get("QCOLL_LIB"):

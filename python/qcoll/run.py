@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import List, NoReturn, Optional
 
 from ._errors import LibraryNotFoundError
+from ._lib import package_dirs
 
 TOOLS = ("qcoll-run", "qcoll-perf", "qcoll-info")
 
@@ -25,12 +26,13 @@ def tool_path(name: str) -> Path:
     build/tools/NAME/NAME)."""
     if name not in TOOLS:
         raise ValueError(f"unknown tool {name!r}; the package has {', '.join(TOOLS)}")
-    path = Path(__file__).resolve().parent / "bin" / name
-    if not (path.is_file() and os.access(path, os.X_OK)):
-        raise LibraryNotFoundError(
-            f"{path} is missing: this qcoll package was not installed from a wheel; "
-            f"run build/tools/{name}/{name} of a CMake build, or `pip install ./python`")
-    return path
+    for d in package_dirs():
+        path = d / "bin" / name
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+    raise LibraryNotFoundError(
+        f"qcoll/bin/{name} is missing: this qcoll package was not installed from a wheel; "
+        f"run build/tools/{name}/{name} of a CMake build, or `pip install ./python`")
 
 
 def _exec(name: str, argv: Optional[List[str]] = None) -> NoReturn:

@@ -35,13 +35,18 @@ def _build(repo, name, sanitize=""):
     return build / "libqcoll.so"
 
 
-def _loaded(repo, qcoll_lib=None):
+def _loaded(repo, qcoll_lib=None, installed_dir=None):
+    """The file a fresh interpreter loads; installed_dir plays the folder an
+    editable install puts first on the package's __path__."""
     env = {k: v for k, v in os.environ.items() if k not in ("QCOLL_LIB", "PYTHONPATH")}
     env["PYTHONPATH"] = str(repo / "python")
     if qcoll_lib:
         env["QCOLL_LIB"] = qcoll_lib
-    out = subprocess.run([sys.executable, "-W", "ignore", "-c",
-                          "import qcoll; print(qcoll.lib_path())"],
+    code = "import qcoll\n"
+    if installed_dir:
+        code += f"qcoll.__path__.insert(0, {str(installed_dir)!r})\n"
+    code += "print(qcoll.lib_path())"
+    out = subprocess.run([sys.executable, "-W", "ignore", "-c", code],
                          capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
@@ -78,3 +83,12 @@ def test_qcoll_lib_without_a_package_copy(tmp_path):
     other.parent.mkdir()
     shutil.copy(LIB, other)
     assert _loaded(repo, qcoll_lib=str(other.parent)) == str(other)
+
+
+def test_editable_install_copy_wins(tmp_path):
+    repo = _checkout(tmp_path)
+    _build(repo, "build")
+    installed = tmp_path / "site-packages" / "qcoll"
+    installed.mkdir(parents=True)
+    shutil.copy(LIB, installed / "libqcoll.so.0")
+    assert _loaded(repo, installed_dir=installed) == str(installed / "libqcoll.so.0")
