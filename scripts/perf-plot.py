@@ -3,6 +3,7 @@
 
     scripts/perf-plot.py RUN.json[=LABEL] [RUN2.json[=LABEL] ...] -o plot.png
         [--title TEXT] [--note TEXT] [--in-place]
+    scripts/perf-plot.py RUN.json ... --table     # the series as text, no matplotlib
 
 Draws two panels against the message size (log scales): the time per call
 (us) and the bus bandwidth (GB/s).  Each file gives one qcoll series (out
@@ -59,30 +60,43 @@ def describe(docs):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="+", metavar="FILE[=LABEL]")
-    ap.add_argument("-o", "--output", required=True, help="image to write (.png, .svg)")
+    ap.add_argument("-o", "--output", help="image to write (.png, .svg)")
+    ap.add_argument("--table", action="store_true",
+                    help="print the series that would be drawn instead of drawing them")
     ap.add_argument("--title", help="first title line (default: what the runs measured)")
     ap.add_argument("--note", help="a second title line")
     ap.add_argument("--in-place", action="store_true", help="plot the in-place placement")
     args = ap.parse_args()
+    if not args.table and not args.output:
+        ap.error("-o FILE is required (or --table)")
+
+    runs = [load(spec) for spec in args.runs]
+    placement = "in_place" if args.in_place else "out_of_place"
+    lines = []  # (name, style, sizes, times, busbws)
+    for label, doc in runs:
+        for key, name, style in ((placement, label, "o-"), ("nccl", f"NCCL ({label})", "s--")):
+            sizes, times, bws = series(doc, key)
+            if sizes:
+                lines.append((name, style, sizes, times, bws))
+    if not lines:
+        sys.exit("no timed rows to plot")
+    if args.table:
+        for name, _, sizes, times, bws in lines:
+            print(f"# {name}: size time_us busbw")
+            for row in zip(sizes, times, bws):
+                print("%d %.6g %.6g" % row)
+        print(f"{len(lines)} series")
+        return
 
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = [load(spec) for spec in args.runs]
-    placement = "in_place" if args.in_place else "out_of_place"
     fig, (ax_t, ax_bw) = plt.subplots(1, 2, figsize=(11, 4.2))
-    drawn = 0
-    for label, doc in runs:
-        for key, name, style in ((placement, label, "o-"), ("nccl", f"NCCL ({label})", "s--")):
-            sizes, times, bws = series(doc, key)
-            if not sizes:
-                continue
-            ax_t.plot(sizes, times, style, label=name, markersize=4)
-            ax_bw.plot(sizes, bws, style, label=name, markersize=4)
-            drawn += 1
-    if not drawn:
-        sys.exit("no timed rows to plot")
+    for name, style, sizes, times, bws in lines:
+        ax_t.plot(sizes, times, style, label=name, markersize=4)
+        ax_bw.plot(sizes, bws, style, label=name, markersize=4)
+    drawn = len(lines)
     for ax, ylabel in ((ax_t, "time per call (us)"), (ax_bw, "bus bandwidth (GB/s)")):
         ax.set_xscale("log", base=2)
         if any(y > 0 for line in ax.get_lines() for y in line.get_ydata()):

@@ -92,3 +92,31 @@ def test_editable_install_copy_wins(tmp_path):
     installed.mkdir(parents=True)
     shutil.copy(LIB, installed / "libqcoll.so.0")
     assert _loaded(repo, installed_dir=installed) == str(installed / "libqcoll.so.0")
+
+
+def test_tools_without_a_wheel_say_so(tmp_path):
+    # A checkout's package has no qcoll/bin: `python -m qcoll.run` names the
+    # missing tool and where to find one, exit 127 (command not found).
+    repo = _checkout(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(repo / "python")
+    out = subprocess.run([sys.executable, "-m", "qcoll.run", "-n", "2", "true"],
+                         capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 127, out
+    assert "qcoll/bin/qcoll-run is missing" in out.stderr
+    assert "pip install ./python" in out.stderr
+
+
+def test_tools_from_the_package_folder(tmp_path):
+    # With qcoll/bin/qcoll-run in the package (as a wheel has it), the entry
+    # point replaces itself with that program and passes the arguments on.
+    repo = _checkout(tmp_path)
+    tool = repo / "python" / "qcoll" / "bin" / "qcoll-run"
+    tool.parent.mkdir()
+    tool.write_text("#!/bin/sh\necho \"fake qcoll-run $*\"\nexit 3\n")
+    tool.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(repo / "python")
+    out = subprocess.run([sys.executable, "-m", "qcoll.run", "-np", "2", "prog"],
+                         capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 3 and out.stdout == "fake qcoll-run -np 2 prog\n", out

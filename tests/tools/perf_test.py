@@ -536,11 +536,12 @@ def case_capture_refused_everywhere(run_, perf):
 
 def case_plot(perf):
     # -J on the pretend GPU with the fake NCCL, then scripts/perf-plot.py
-    # draws qcoll and NCCL from it (skipped without matplotlib).
+    # takes a qcoll and an NCCL series from it, with every size of the
+    # sweep and the JSON's times; and draws them where matplotlib is
+    # installed.
     import importlib.util
+    import json
     import tempfile
-    if importlib.util.find_spec("matplotlib") is None:
-        raise Skip("matplotlib is not installed: scripts/perf-plot.py cannot run")
     plot = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts",
                         "perf-plot.py")
     with tempfile.TemporaryDirectory() as d:
@@ -548,6 +549,19 @@ def case_plot(perf):
         p = run([perf, "--mem", "gpu", "--vs-nccl", "-b", "8", "-e", "64K", "-f", "8", "-n", "2",
                  "-w", "1", "-J", js])
         check(p.returncode == 0, "qcoll-perf -J exited %d" % p.returncode)
+        with open(js) as f:
+            doc = json.load(f)
+        p = run([sys.executable, plot, js + "=fake GPU", "--table"])
+        check(p.returncode == 0 and p.stdout.rstrip().endswith("2 series"),
+              "perf-plot.py --table failed")
+        want = ["%d %.6g" % (r["size"], r[key]["time_us"]) for key in ("out_of_place", "nccl")
+                for r in doc["rows"]]
+        got = [" ".join(line.split()[:2]) for line in p.stdout.splitlines()
+               if line and line[0].isdigit() and not line.endswith("series")]
+        check(got == want, "perf-plot.py's series %r are not the JSON's %r" % (got, want))
+        if importlib.util.find_spec("matplotlib") is None:
+            print("matplotlib is not installed: the series were checked, not drawn")
+            return
         p = run([sys.executable, plot, js + "=fake GPU", "-o", png, "--note", "test"])
         check(p.returncode == 0 and "2 series" in p.stdout, "perf-plot.py failed")
         check(os.path.getsize(png) > 1000, "the plot is empty")
