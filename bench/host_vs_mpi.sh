@@ -113,7 +113,7 @@ run_cmd() {
 run_one() {
   local lib=$1 n=$2 round=$3
   if [ "$lib" = qcoll ]; then
-    cmd=("$RUN" -n "$n" "$QPERF" -m host "${ARGS[@]}")
+    cmd=("$RUN" -n "$n" "$QPERF" --mem host "${ARGS[@]}")
   else
     cmd=("${MPIRUN[@]}" -n "$n" "$MPERF" "${ARGS[@]}")
   fi
@@ -127,9 +127,9 @@ PLACEMENT_VARIANTS="qcoll qcoll_pinned qcoll_nospin mpi mpi_unbound"
 run_placement() {
   local variant=$1 round=$2
   case $variant in
-  qcoll) cmd=("$RUN" -n 2 "$QPERF" -m host "${PARGS[@]}") ;;
-  qcoll_pinned) cmd=("$RUN" -n 2 bench/pin-rank.sh "$QPERF" -m host "${PARGS[@]}") ;;
-  qcoll_nospin) cmd=(env QCOLL_SPIN_US=0 "$RUN" -n 2 "$QPERF" -m host "${PARGS[@]}") ;;
+  qcoll) cmd=("$RUN" -n 2 "$QPERF" --mem host "${PARGS[@]}") ;;
+  qcoll_pinned) cmd=("$RUN" -n 2 bench/pin-rank.sh "$QPERF" --mem host "${PARGS[@]}") ;;
+  qcoll_nospin) cmd=(env QCOLL_SPIN_US=0 "$RUN" -n 2 "$QPERF" --mem host "${PARGS[@]}") ;;
   mpi) cmd=("${MPIRUN[@]}" -n 2 "$MPERF" "${PARGS[@]}") ;;
   mpi_unbound) cmd=("${MPIRUN[@]}" --bind-to none -n 2 "$MPERF" "${PARGS[@]}") ;;
   esac

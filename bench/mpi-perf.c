@@ -164,7 +164,7 @@ static void print_usage(void) {
          "(default f32)\n"
          "  -o, --op OP             sum prod min max, or all (default sum)\n"
          "%s"
-         "  -m, --memory host       accepted for qcoll-perf's command lines "
+         "      --mem host          accepted for qcoll-perf's command lines "
          "(host only)\n"
          "%s"
          "Exit status: 0, 1 when a result was wrong, 2 for bad input.\n",
@@ -201,19 +201,23 @@ static void parse_ops(const char *s, opts_t *o) {
   input_error("-o: unknown op '%s' (sum prod min max or all)", s);
 }
 
+/* Long options without a short form. */
+enum { OPT_MEM = 256 };
+
 static void parse_options(int argc, char **argv, opts_t *o) {
   static const struct option longopts[] = {
       PERF_ARGS_LONGOPTS,
       {"datatype", required_argument, NULL, 'd'},
       {"op", required_argument, NULL, 'o'},
-      {"memory", required_argument, NULL, 'm'},
+      {"mem", required_argument, NULL, OPT_MEM},
+      {"memory", required_argument, NULL, OPT_MEM},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   *o = (opts_t){.dts = {F32}, .n_dts = 1, .ops = {PERF_RED_SUM}, .n_ops = 1};
   perf_args_init(&o->args, 'G', input_error);
   opterr = 0;
   int c;
-  while ((c = getopt_long(argc, argv, ":" PERF_ARGS_SHORTOPTS "d:o:m:h",
+  while ((c = getopt_long(argc, argv, ":" PERF_ARGS_SHORTOPTS "d:o:h",
                           longopts, NULL)) != -1) {
     if (perf_args_option(&o->args, c, optarg)) continue;
     switch (c) {
@@ -222,9 +226,9 @@ static void parse_options(int argc, char **argv, opts_t *o) {
         parse_ops(optarg, o);
         o->args.op_given = true;
         break;
-      case 'm':
+      case OPT_MEM:
         if (strcasecmp(optarg, "host") != 0)
-          input_error("-m %s: MPI runs on host memory here (-m host only)",
+          input_error("--mem %s: MPI runs on host memory here (--mem host only)",
                       optarg);
         break;
       case 'h':

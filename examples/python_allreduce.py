@@ -5,8 +5,9 @@
 
 Each rank contributes rank+1; every rank prints the sum n(n+1)/2.  The
 launcher sets QCOLL_RANK, QCOLL_WORLD_SIZE and QCOLL_UNIQUE_ID, which
-Comm.from_env() reads (torchrun's variables work too).  libqcoll is found
-through QCOLL_LIB or the build*/ folders of this checkout.
+Comm.from_env() reads (torchrun's variables work too).  An installed
+package (pip install ./python) loads its own libqcoll; from a checkout it is
+found through QCOLL_LIB or the build/ folder.
 """
 
 import argparse

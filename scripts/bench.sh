@@ -28,6 +28,6 @@ else
   MEM=host
   ARGS=${QCOLL_BENCH_ARGS:-"-b 8 -e 64M -f 4 -n 20 -w 5 -c 1 -d f32"}
 fi
-echo "# qcoll-run -n $RANKS qcoll-perf -m $MEM $ARGS all_reduce"
+echo "# qcoll-run -n $RANKS qcoll-perf --mem $MEM $ARGS all_reduce"
 # shellcheck disable=SC2086
-"$RUN" -n "$RANKS" "$PERF" -m "$MEM" $ARGS all_reduce
+"$RUN" -n "$RANKS" "$PERF" --mem "$MEM" $ARGS all_reduce

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install what building and testing qcoll needs, on Debian, when missing:
-# a C toolchain, CMake, cmocka (C unit tests), Python with numpy and pytest.
+# a C toolchain, CMake, cmocka (C unit tests), pkg-config, Python with venv
+# (the wheel check), numpy and pytest.
 #   scripts/deps.sh          everything (the test command)
 #   scripts/deps.sh bench    only what building the library and its tools
 #                            needs (the main job): a C toolchain and CMake
@@ -21,7 +22,10 @@ command -v cmake >/dev/null || need_apt+=(cmake)
 command -v cc >/dev/null || need_apt+=(build-essential)
 if [ "$mode" != bench ]; then
   [ -f /usr/include/cmocka.h ] || need_apt+=(libcmocka-dev)
+  command -v pkg-config >/dev/null || need_apt+=(pkg-config)
   command -v python3 >/dev/null || need_apt+=(python3 python3-pip)
+  # Debian's python3 makes virtual environments only with python3-venv.
+  python3 -c "import ensurepip, venv" 2>/dev/null || need_apt+=(python3-venv)
 fi
 apt_install "${need_apt[@]}"
 [ "$mode" = bench ] && exit 0

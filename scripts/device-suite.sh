@@ -102,15 +102,15 @@ if [[ " $STEPS " == *" perf "* ]]; then
     export CUDA_VISIBLE_DEVICES=0
     for n in ${PERF_RANKS:-2 4 8}; do
       for d in bf16 f16; do
-        perf "allreduce-$d-n$n" "$n" 90 -m gpu -b 8 -e "${PERF_MAX:-256M}" -f 4 -n 20 -w 5 -c 1 -d $d all_reduce
-        perf "allreduce-$d-n$n-G" "$n" 90 -m gpu -b 8 -e "${PERF_MAX:-256M}" -f 4 -n 20 -w 5 -c 1 -d $d -G 1 all_reduce
+        perf "allreduce-$d-n$n" "$n" 90 --mem gpu -b 8 -e "${PERF_MAX:-256M}" -f 4 -n 20 -w 5 -c 1 -d $d all_reduce
+        perf "allreduce-$d-n$n-G" "$n" 90 --mem gpu -b 8 -e "${PERF_MAX:-256M}" -f 4 -n 20 -w 5 -c 1 -d $d -G 1 all_reduce
       done
     done
     for c in $COLLS; do
-      for n in 2 4; do perf "$c-n$n" "$n" 60 -m gpu -b 8 -e 64M -f 8 -n 10 -w 3 -c 1 -d bf16 "$c"; done
+      for n in 2 4; do perf "$c-n$n" "$n" 60 --mem gpu -b 8 -e 64M -f 8 -n 10 -w 3 -c 1 -d bf16 "$c"; done
     done
     for q in none fp8 int8 int6 int4; do
-      perf "quant-$q-n2" 2 60 -m gpu -b 64K -e 256M -f 4 -n 10 -w 3 -c 1 -d bf16 -a twoshot -q "$q" all_reduce
+      perf "quant-$q-n2" 2 60 --mem gpu -b 64K -e 256M -f 4 -n 10 -w 3 -c 1 -d bf16 --algo twoshot -q "$q" all_reduce
     done
     step "codec bandwidth"
     timeout 60 "$BUILD_DIR/tests/codec/codec_bandwidth" --mib 256 --iters 20 --require 0.8 \
@@ -129,11 +129,11 @@ if [[ " $STEPS " == *" multigpu "* ]]; then
        -R '^(gpu\.multi_device\..*|gpu\.device\.n2|gpu\.failure\.kill\.n2|nccl\.gpu\.multi2)$') \
       >"$OUT/ctest-multigpu.log" 2>&1 || status=1
     grep -E "Test +#|tests passed" "$OUT/ctest-multigpu.log" | tee -a "$OUT/suite.log"
-    perf "vsnccl-allreduce-n$NGPUS" "$NGPUS" 120 -m gpu -b 8 -e 1G -f 4 -n 10 -w 3 -c 1 -d bf16 --vs-nccl all_reduce
-    perf "vsnccl-allreduce-n$NGPUS-G" "$NGPUS" 120 -m gpu -b 8 -e 1G -f 4 -n 10 -w 3 -c 1 -d bf16 -G 1 --vs-nccl all_reduce
-    perf "vsnccl-int4-n$NGPUS" "$NGPUS" 120 -m gpu -b 1M -e 1G -f 4 -n 10 -w 3 -c 1 -d bf16 -q int4 --vs-nccl all_reduce
+    perf "vsnccl-allreduce-n$NGPUS" "$NGPUS" 120 --mem gpu -b 8 -e 1G -f 4 -n 10 -w 3 -c 1 -d bf16 --vs-nccl all_reduce
+    perf "vsnccl-allreduce-n$NGPUS-G" "$NGPUS" 120 --mem gpu -b 8 -e 1G -f 4 -n 10 -w 3 -c 1 -d bf16 -G 1 --vs-nccl all_reduce
+    perf "vsnccl-int4-n$NGPUS" "$NGPUS" 120 --mem gpu -b 1M -e 1G -f 4 -n 10 -w 3 -c 1 -d bf16 -q int4 --vs-nccl all_reduce
     for c in $COLLS; do
-      perf "vsnccl-$c-n$NGPUS" "$NGPUS" 60 -m gpu -b 8 -e 256M -f 8 -n 10 -w 3 -c 1 -d bf16 --vs-nccl "$c"
+      perf "vsnccl-$c-n$NGPUS" "$NGPUS" 60 --mem gpu -b 8 -e 256M -f 8 -n 10 -w 3 -c 1 -d bf16 --vs-nccl "$c"
     done
   fi
 fi
@@ -162,9 +162,9 @@ if [[ " $STEPS " == *" sanitize "* ]]; then
       for algo in oneshot twoshot; do
         name="sanitize-$tool-$algo"
         step "$name"
-        echo "# qcoll-run -n 2 compute-sanitizer --tool $tool qcoll-perf -m gpu -a $algo ..." >"$OUT/$name.log"
+        echo "# qcoll-run -n 2 compute-sanitizer --tool $tool qcoll-perf --mem gpu --algo $algo ..." >"$OUT/$name.log"
         CUDA_VISIBLE_DEVICES=0 timeout 240 "$RUN" -n 2 compute-sanitizer --tool "$tool" \
-          --error-exitcode 9 "$PERF" -m gpu -b 8 -e 4M -f 16 -n 2 -w 1 -c 1 -d bf16 -a "$algo" \
+          --error-exitcode 9 "$PERF" --mem gpu -b 8 -e 4M -f 16 -n 2 -w 1 -c 1 -d bf16 --algo "$algo" \
           all_reduce >>"$OUT/$name.log" 2>&1 || status=1
         grep -E "ERROR SUMMARY|Out of bounds" "$OUT/$name.log" | tee -a "$OUT/suite.log"
       done

@@ -4,6 +4,11 @@
 #      of CTest: unit, bootstrap, host back end, codecs, NCCL loader, tools,
 #      reliability, Python; GPU tests run when a GPU is present and are
 #      skipped otherwise, with the reason printed below the summary;
+#      then that build installed into a temporary prefix, and two programs
+#      built against the installation (find_package(qcoll), pkg-config) run
+#      with two ranks through the installed qcoll-run;
+#      then the wheel (pip install ./python, host-only) in a fresh virtual
+#      environment, running the Python example with no QCOLL_LIB;
 #   2. a host-only build with AddressSanitizer + UndefinedBehaviorSanitizer
 #      running the same host tests;
 #   3. a host-only build with ThreadSanitizer running them again;
@@ -13,11 +18,25 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 
+took() { echo "# ($1 took $(($(date +%s) - $2)) s)"; }
+
 echo "# 1. build and test (release)"
+t0=$(date +%s)
 QCOLL_BUILD_DIR=build scripts/build.sh
+took build "$t0"
+t0=$(date +%s)
 (cd build && ctest --output-on-failure --timeout 600 -j 2 -LE slow)
 echo "# reasons given by skipped tests:"
 (cd build && ctest -L gpu -V 2>&1 | grep -E "SKIP" | sed 's/^[0-9]*: //' | sort | uniq -c) || true
+took ctest "$t0"
+echo "# 1b. cmake --install and two consumers of the installation"
+t0=$(date +%s)
+tests/install/check-install.sh build
+took "install check" "$t0"
+echo "# 1c. the wheel, in a fresh virtual environment (host-only)"
+t0=$(date +%s)
+tests/install/check-wheel.sh
+took "wheel check" "$t0"
 
 host_tests() { # $1 build dir
   (cd "$1" && ctest --output-on-failure --timeout 600 -j 2 -LE "gpu|python|slow|valgrind|nosan")

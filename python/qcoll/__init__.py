@@ -6,8 +6,9 @@ memory, from Python.
         x = np.full(4, comm.rank + 1, np.float32)
         comm.all_reduce(x)                       # in place: sum over ranks
 
-The C library (libqcoll.so) is found through QCOLL_LIB, the package folder,
-the build*/ folders of a source checkout, then the system loader.  PyTorch
+The C library is the package's own copy (a wheel installs
+qcoll/libqcoll.so.0), else QCOLL_LIB, the build*/ folders of a source
+checkout (build/ first, never a sanitizer build), then the system loader.  PyTorch
 integration lives in ``qcoll.torch`` (QuickAllReduce and the
 torch.distributed backend "qcoll"); importing ``qcoll`` does not import
 torch.

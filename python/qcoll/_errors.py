@@ -7,6 +7,8 @@ that only Python can make (dtype of a tensor, contiguity, buffer sizes)
 raise the same classes with status INVALID_ARGUMENT.
 """
 
+from typing import Optional
+
 OK = 0
 ERR_INVALID_ARGUMENT = -1
 ERR_INVALID_USAGE = -2
@@ -43,7 +45,7 @@ class QcollError(RuntimeError):
     """A qcoll call failed.  ``status`` is the qcoll_status_t value (None
     when the library itself could not be loaded), ``message`` the reason."""
 
-    status = None
+    status: Optional[int] = None
 
     def __init__(self, message, status=None, status_name=None):
         if status is not None:

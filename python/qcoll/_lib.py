@@ -2,12 +2,20 @@
 
 The shared library is looked up, in order, at:
 
-1. the path in the environment variable ``QCOLL_LIB`` (a file, or a folder
-   holding ``libqcoll.so``); when it is set nothing else is tried, so a
-   wrong value is reported instead of silently loading another build;
-2. the package folder (a wheel ships the library next to this file);
-3. the ``build*/`` folders of the source tree this package sits in, newest
-   first (a developer's checkout);
+1. the package folder: the copy a wheel installs beside this file
+   (``qcoll/libqcoll.so.0``; in an editable install, the folder the build
+   installed it into), so an installed package always runs the library it
+   was built with;
+2. the path in the environment variable ``QCOLL_LIB`` (a file, or a folder
+   holding ``libqcoll.so``), for a package without its own copy (a source
+   checkout on ``PYTHONPATH``, an editable install); when it is set and
+   the package has no copy, nothing else is tried, so a wrong value is
+   reported instead of silently loading another build;
+3. the ``build*/`` folders of the source tree this package sits in,
+   ``build/`` first (the README's build), then the others newest first,
+   leaving out sanitizer builds (``QCOLL_SANITIZE`` set in their
+   ``CMakeCache.txt``): an instrumented library cannot be loaded into an
+   uninstrumented Python;
 4. the system loader (``libqcoll.so.0``, ``libqcoll.so``, ldconfig).
 
 Every function of include/qcoll.h is declared with its argument and result
@@ -19,7 +27,9 @@ thread does not stop another thread from calling ``abort()``.
 import ctypes
 import ctypes.util
 import os
+import sys
 import threading
+import warnings
 from pathlib import Path
 
 from ._errors import LibraryNotFoundError, UnsupportedError
@@ -126,23 +136,54 @@ def _package_dir():
     return Path(__file__).resolve().parent
 
 
+def package_dirs():
+    """The folders of the qcoll package: this file's, and in an editable
+    install also the one the build installed libqcoll and the tools into
+    (the package's __path__ lists both, the installed one first)."""
+    pkg = sys.modules.get(__package__)
+    dirs = [Path(d) for d in getattr(pkg, "__path__", [])]
+    return dirs or [_package_dir()]
+
+
+def _is_sanitizer_build(build):
+    """True when build/CMakeCache.txt sets QCOLL_SANITIZE (address, thread...)."""
+    try:
+        cache = (build / "CMakeCache.txt").read_text(errors="replace")
+    except OSError:
+        return False
+    for line in cache.splitlines():
+        if line.startswith("QCOLL_SANITIZE:"):
+            return line.partition("=")[2].strip() != ""
+    return False
+
+
 def _source_tree_candidates():
-    """libqcoll.so in build*/ folders of the checkout holding this package,
-    newest first, so the build a developer just made wins."""
+    """libqcoll.so in the build*/ folders of the checkout holding this
+    package: build/ first, then the others newest first; sanitizer builds
+    left out."""
     root = _package_dir().parent.parent  # python/qcoll -> python -> repository
     found = []
     for build in root.glob("build*"):
+        if not build.is_dir() or _is_sanitizer_build(build):
+            continue
         for name in _LIB_NAMES:
             lib = build / name
             if lib.is_file():
                 found.append(lib)
                 break
-    found.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+    found.sort(key=lambda p: (p.parent.name != "build", -p.stat().st_mtime))
     return found
 
 
 def _candidates():
     """(description, path-or-name) pairs in search order."""
+    own = [("package folder", str(d / name)) for d in package_dirs() for name in _LIB_NAMES]
+    own = [c for c in own if os.path.exists(c[1])]
+    if own:
+        if os.environ.get("QCOLL_LIB"):
+            warnings.warn(f"QCOLL_LIB is ignored: this qcoll package carries its own "
+                          f"library ({own[0][1]})", RuntimeWarning, stacklevel=4)
+        return own[:1]
     env = os.environ.get("QCOLL_LIB")
     if env:
         path = Path(env)
@@ -150,8 +191,6 @@ def _candidates():
             path = path / "libqcoll.so"
         return [("QCOLL_LIB", str(path))]
     out = []
-    for name in _LIB_NAMES:
-        out.append(("package folder", str(_package_dir() / name)))
     for lib in _source_tree_candidates():
         out.append(("source tree build", str(lib)))
     for name in ("libqcoll.so.0", "libqcoll.so"):

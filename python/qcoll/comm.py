@@ -11,16 +11,31 @@ output otherwise (all_gather, reduce_scatter).  Every collective returns its
 output.
 """
 
+from __future__ import annotations
+
 import ctypes
 import datetime
 import threading
+from typing import Any, List, Optional, Tuple, Union
 
 from . import _errors
 from ._buffer import as_buffer, default_stream, stream_handle
 from ._errors import InvalidArgumentError, InvalidUsageError, make_error
 from ._lib import (QCOLL_DEVICE_CURRENT, QCOLL_DEVICE_NONE, QCOLL_UNIQUE_ID_BYTES,
                    ConfigStruct, OptionsStruct, UniqueIdStruct, decode, lib)
-from ._types import SUPPORTED_DTYPES, Dtype, as_algo, as_op, as_quant
+from ._types import SUPPORTED_DTYPES, Algo, Dtype, Op, Quant, as_algo, as_op, as_quant
+
+# What the collectives accept (see the module docstring): any array object
+# (numpy, torch, __cuda_array_interface__, DLPack, buffer protocol); a
+# stream as a torch/CUDA stream object or a raw cudaStream_t integer.
+Buffer = Any
+Stream = Any
+OpLike = Union[str, Op]
+AlgoLike = Optional[Union[str, Algo]]
+QuantLike = Optional[Union[str, Quant]]
+# A device: None (the current one), "cpu", "cuda:N", an int or a torch.device.
+DeviceLike = Any
+Timeout = Optional[Union[float, datetime.timedelta]]
 
 # ---- status handling ---------------------------------------------------------
 
@@ -40,7 +55,7 @@ def _check(status, handle=None):
         _raise(status, handle)
 
 
-def status_string(status):
+def status_string(status: int) -> str:
     """The library's short description of a qcoll_status_t value."""
     return decode(lib().qcoll_status_string(int(status)))
 
@@ -48,19 +63,19 @@ def status_string(status):
 # ---- module-level helpers ------------------------------------------------------
 
 
-def version():
+def version() -> Tuple[int, int, int]:
     """The library's run-time version as (major, minor, patch)."""
     v = ctypes.c_int()
     _check(lib().qcoll_get_version(ctypes.byref(v)))
     return (v.value // 10000, v.value // 100 % 100, v.value % 100)
 
 
-def dtype_size(dtype):
+def dtype_size(dtype: Union[int, Dtype]) -> int:
     """Bytes per element of a qcoll dtype, as the library reports it."""
     return int(lib().qcoll_dtype_size(int(dtype)))
 
 
-def env_table():
+def env_table() -> List[Tuple[str, str, str]]:
     """The library's QCOLL_* configuration variables: a list of
     (name, default, description)."""
     out, i = [], 0
@@ -72,7 +87,7 @@ def env_table():
     return out
 
 
-def selection_table():
+def selection_table() -> str:
     """The library's algorithm selection table (which path serves which
     call, with the thresholds in force), as text."""
     needed = ctypes.c_size_t()
@@ -82,7 +97,7 @@ def selection_table():
     return buf.value.decode("utf-8", "replace")
 
 
-def get_unique_id():
+def get_unique_id() -> bytes:
     """A new unique id (128 bytes).  This starts the rendezvous service in
     the calling process, which must live until every rank has joined."""
     uid = UniqueIdStruct()
@@ -90,7 +105,7 @@ def get_unique_id():
     return bytes(uid.bytes)
 
 
-def unique_id_to_hex(unique_id):
+def unique_id_to_hex(unique_id: bytes) -> str:
     """The hex form (256 lowercase digits) of a unique id, as QCOLL_UNIQUE_ID
     carries it."""
     uid = _unique_id_struct(unique_id)
@@ -99,7 +114,7 @@ def unique_id_to_hex(unique_id):
     return out.value.decode("ascii")
 
 
-def unique_id_from_hex(text):
+def unique_id_from_hex(text: str) -> bytes:
     """Parse the hex form of a unique id back into bytes."""
     uid = UniqueIdStruct()
     _check(lib().qcoll_unique_id_from_hex(str(text).encode("ascii", "replace"),
@@ -294,7 +309,8 @@ class Comm:
     # -- creation ------------------------------------------------------------
 
     @classmethod
-    def init_rank(cls, nranks, unique_id, rank, device=None, timeout=None, host_id=None):
+    def init_rank(cls, nranks: int, unique_id: bytes, rank: int, device: DeviceLike = None,
+                  timeout: Timeout = None, host_id: Optional[str] = None) -> "Comm":
         """Join an ``nranks``-rank communicator as ``rank``, rendezvousing
         through ``unique_id`` (bytes from qcoll.get_unique_id() or its hex).
         ``device``: a CUDA index, 'cuda:N', a torch.device, 'cpu' (host
@@ -309,7 +325,8 @@ class Comm:
         return cls(handle.value, host)
 
     @classmethod
-    def from_env(cls, device=None, timeout=None, host_id=None):
+    def from_env(cls, device: DeviceLike = None, timeout: Timeout = None,
+                 host_id: Optional[str] = None) -> "Comm":
         """Create the communicator a launcher described in the environment
         (qcoll-run, torchrun, Open MPI, Slurm)."""
         cfg, host = _config(device, timeout, host_id)
@@ -325,35 +342,35 @@ class Comm:
         return out.value
 
     @property
-    def rank(self):
+    def rank(self) -> int:
         return self._rank
 
     @property
-    def size(self):
+    def size(self) -> int:
         return self._size
 
     @property
-    def device(self):
+    def device(self) -> Optional[int]:
         """The communicator's CUDA device index, or None for host only."""
         return self._device
 
     @property
-    def handle(self):
+    def handle(self) -> Optional[int]:
         """The qcoll_comm_t as an int (None once destroyed)."""
         return self._handle
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return self._handle is None
 
     @property
-    def last_error(self):
+    def last_error(self) -> str:
         """The library's reason for the last failure on this communicator."""
         if self._handle is None:
             return ""
         return decode(lib().qcoll_comm_last_error(self._handle))
 
-    def async_error(self):
+    def async_error(self) -> Optional[_errors.QcollError]:
         """The error raised by asynchronous (GPU) work, as an exception
         object, or None when nothing went wrong."""
         h = self._live("async_error")
@@ -378,7 +395,7 @@ class Comm:
             raise InvalidUsageError(f"qcoll.Comm.{what}: the communicator was destroyed")
         return h
 
-    def destroy(self):
+    def destroy(self) -> None:
         """Free the communicator after the other ranks reach destroy too.
         Calling it again does nothing."""
         with self._lock:
@@ -386,7 +403,7 @@ class Comm:
             if h is not None:
                 _check(lib().qcoll_comm_destroy(h))
 
-    def abort(self):
+    def abort(self) -> None:
         """Make every wait on this communicator, in any thread, fail at once
         with AbortedError (peers see PeerFailureError).  destroy() still
         frees it.  Never blocks."""
@@ -394,7 +411,7 @@ class Comm:
         if h is not None:
             _check(lib().qcoll_comm_abort(h), h)
 
-    def __enter__(self):
+    def __enter__(self) -> "Comm":
         return self
 
     def __exit__(self, exc_type, exc, tb):
@@ -432,8 +449,9 @@ class Comm:
                 _check(getattr(lib(), fn + "_ex")(*args[:-1], h, args[-1],
                                                    ctypes.byref(opts)), h)
 
-    def all_reduce(self, sendbuf, recvbuf=None, op="sum", stream=None, algo=None,
-                   quant=None):
+    def all_reduce(self, sendbuf: Buffer, recvbuf: Buffer = None, op: OpLike = "sum",
+                   stream: Stream = None, algo: AlgoLike = None,
+                   quant: QuantLike = None) -> Buffer:
         """recvbuf = op over ranks of sendbuf (in place without recvbuf).
 
         ``algo`` forces the path of this call ('auto', 'host', 'oneshot',
@@ -447,8 +465,9 @@ class Comm:
                   int(ops.dtype), int(as_op(op)), ops.stream, algo=algo, quant=quant)
         return recvbuf if recvbuf is not None else sendbuf
 
-    def all_reduce_ex(self, sendbuf, recvbuf=None, op="sum", algo="auto", quant=None,
-                      stream=None):
+    def all_reduce_ex(self, sendbuf: Buffer, recvbuf: Buffer = None, op: OpLike = "sum",
+                      algo: AlgoLike = "auto", quant: QuantLike = None,
+                      stream: Stream = None) -> Buffer:
         """all_reduce with a forced algorithm and quantisation (the same as
         ``all_reduce(..., algo=, quant=)``)."""
         return self.all_reduce(sendbuf, recvbuf, op=op, stream=stream, algo=algo,
@@ -463,7 +482,8 @@ class Comm:
         _same_size(what, "recvbuf", out, "sendbuf", send)
         return out
 
-    def reduce(self, sendbuf, recvbuf=None, op="sum", root=0, stream=None, algo=None):
+    def reduce(self, sendbuf: Buffer, recvbuf: Buffer = None, op: OpLike = "sum",
+               root: int = 0, stream: Stream = None, algo: AlgoLike = None) -> Buffer:
         """root's recvbuf = op over ranks of sendbuf (root's sendbuf in place
         without recvbuf; other ranks' buffers are left alone)."""
         what = "qcoll.Comm.reduce"
@@ -483,7 +503,8 @@ class Comm:
                   int(as_op(op)), int(root), ops.stream, algo=algo)
         return recvbuf if recvbuf is not None else sendbuf
 
-    def broadcast(self, buf, recvbuf=None, root=0, stream=None, algo=None):
+    def broadcast(self, buf: Buffer, recvbuf: Buffer = None, root: int = 0,
+                  stream: Stream = None, algo: AlgoLike = None) -> Buffer:
         """Copy root's ``buf`` into every rank's ``recvbuf`` (into ``buf``
         itself without recvbuf).  On other ranks ``buf`` may be None when
         recvbuf is given."""
@@ -500,7 +521,8 @@ class Comm:
                   ops.stream, algo=algo)
         return recvbuf if recvbuf is not None else buf
 
-    def all_gather(self, sendbuf, recvbuf=None, stream=None, algo=None):
+    def all_gather(self, sendbuf: Buffer, recvbuf: Buffer = None, stream: Stream = None,
+                   algo: AlgoLike = None) -> Buffer:
         """recvbuf[r] = sendbuf of rank r.  Without recvbuf a new array of
         shape (size, *sendbuf.shape) is returned."""
         what = "qcoll.Comm.all_gather"
@@ -514,7 +536,8 @@ class Comm:
                   ops.count("sendbuf"), int(ops.dtype), ops.stream, algo=algo)
         return recvbuf
 
-    def reduce_scatter(self, sendbuf, recvbuf=None, op="sum", stream=None, algo=None):
+    def reduce_scatter(self, sendbuf: Buffer, recvbuf: Buffer = None, op: OpLike = "sum",
+                       stream: Stream = None, algo: AlgoLike = None) -> Buffer:
         """recvbuf = op over ranks of block ``rank`` of sendbuf (sendbuf
         holds size blocks).  Without recvbuf a new array is returned: of
         shape sendbuf.shape[1:] when sendbuf is (size, ...) with two or more
@@ -539,7 +562,8 @@ class Comm:
                   ops.count("recvbuf"), int(ops.dtype), int(as_op(op)), ops.stream, algo=algo)
         return recvbuf
 
-    def all_to_all(self, sendbuf, recvbuf=None, stream=None, algo=None):
+    def all_to_all(self, sendbuf: Buffer, recvbuf: Buffer = None, stream: Stream = None,
+                   algo: AlgoLike = None) -> Buffer:
         """Block r of recvbuf = block ``rank`` of rank r's sendbuf (both hold
         size equal blocks).  Without recvbuf the exchange happens in place
         in sendbuf (through a temporary copy)."""
@@ -561,7 +585,8 @@ class Comm:
                   int(ops.dtype), ops.stream, algo=algo)
         return recvbuf
 
-    def send(self, buf, peer, stream=None, algo=None):
+    def send(self, buf: Buffer, peer: int, stream: Stream = None,
+             algo: AlgoLike = None) -> Buffer:
         """Send ``buf`` to rank ``peer`` (which receives the same count and
         dtype)."""
         ops = _Operands("qcoll.Comm.send", stream, False, buf=buf)
@@ -569,7 +594,8 @@ class Comm:
                   ops.stream, algo=algo)
         return buf
 
-    def recv(self, buf, peer, stream=None, algo=None):
+    def recv(self, buf: Buffer, peer: int, stream: Stream = None,
+             algo: AlgoLike = None) -> Buffer:
         """Receive into ``buf`` from rank ``peer``."""
         what = "qcoll.Comm.recv"
         ops = _Operands(what, stream, False, buf=buf)
@@ -578,7 +604,7 @@ class Comm:
                   ops.stream, algo=algo)
         return buf
 
-    def barrier(self, stream=None):
+    def barrier(self, stream: Stream = None) -> None:
         """Wait until every rank has entered the barrier; with a stream on a
         GPU communicator the barrier is also ordered on that stream."""
         s = stream_handle(stream)

@@ -185,7 +185,7 @@ def check_table(p, coll, nranks, sizes, dtypes, ops, root, checked=True, nccl=Fa
 
 def case_all_reduce(run_, perf):
     # The reference sweep: 2 ranks, 8 B .. 64 KiB by 4, every result checked.
-    p = run([run_, "-n", "2", perf, "-m", "host", "-b", "8", "-e", "64K", "-f", "4", "-c", "1"])
+    p = run([run_, "-n", "2", perf, "--mem", "host", "-b", "8", "-e", "64K", "-f", "4", "-c", "1"])
     check_table(p, "all_reduce", 2, sweep(8, 65536, 4), ["f32"], ["sum"], -1, memory="host")
     check("timing: wall clock" in p.stdout, "host memory is not timed by the wall clock")
     check(re.search(r"^# \[7/7\] 32 KiB f32 sum done$", p.stderr, re.M),
@@ -196,7 +196,7 @@ def case_all_dtypes_ops(run_, perf, coll, nranks):
     # Every dtype and op on an odd rank count (uneven splits, ring parity).
     has_op = coll in {"all_reduce", "reduce", "reduce_scatter"}
     has_root = coll in {"reduce", "broadcast"}
-    args = [run_, "-n", str(nranks), perf, "-m", "host", "-b", "8", "-e", "4K", "-f", "8",
+    args = [run_, "-n", str(nranks), perf, "--mem", "host", "-b", "8", "-e", "4K", "-f", "8",
             "-n", "2", "-w", "1", "-c", "1", "-d", "all"]
     if has_op:
         args += ["-o", "all"]
@@ -210,7 +210,7 @@ def case_all_dtypes_ops(run_, perf, coll, nranks):
 
 
 def case_unchecked(run_, perf):
-    p = run([run_, "-n", "2", perf, "-m", "host", "-b", "1K", "-e", "4K", "-f", "2", "-c", "0",
+    p = run([run_, "-n", "2", perf, "--mem", "host", "-b", "1K", "-e", "4K", "-f", "2", "-c", "0",
              "-d", "bf16"])
     check_table(p, "all_reduce", 2, [1024, 2048, 4096], ["bf16"], ["sum"], -1,
                 checked=False)
@@ -224,6 +224,46 @@ def case_single_rank(run_, perf):
     check_table(p, "all_reduce", 1, [64, 128, 256], ["i32"], ["max"], -1, memory="host")
 
 
+def case_json(run_, perf):
+    # -J FILE: the same rows as the table, as JSON; -a and -m as the usual
+    # tests have them (here the mean of the ranks, 2 calls per iteration).
+    import json
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "results.json")
+        p = run([run_, "-n", "3", perf, "--mem", "host", "-b", "8", "-e", "4K", "-f", "8",
+                 "-n", "3", "-w", "1", "-a", "1", "-m", "2", "-J", path])
+        rows = check_table(p, "all_reduce", 3, [8, 64, 512, 4096], ["f32"], ["sum"], -1,
+                           memory="host")
+        check("time: mean of ranks  agg iters: 2" in p.stdout,
+              "header does not say how the times were combined")
+        check(not os.path.exists(path + ".tmp"), "the temporary file was left behind")
+        with open(path) as f:
+            doc = json.load(f)
+    for key, want in [("tool", "qcoll-perf"), ("collective", "all_reduce"), ("nranks", 3),
+                      ("memory", "host"), ("average", "mean"), ("agg_iters", 2),
+                      ("iters", 3), ("check", 1), ("nccl", None), ("wrong", 0)]:
+        check(doc.get(key) == want, "JSON %s is %r, expected %r" % (key, doc.get(key), want))
+    check(len(doc["rows"]) == len(rows), "JSON has %d rows, the table %d"
+          % (len(doc["rows"]), len(rows)))
+    for f, r in zip(rows, doc["rows"]):
+        check(r["size"] == int(f[0]) and r["count"] == int(f[1]) and r["type"] == f[2],
+              "JSON row %r does not match table row %r" % (r, f))
+        for half, col in (("out_of_place", 5), ("in_place", 9)):
+            t = r[half]["time_us"]
+            check(abs(t - float(f[col])) <= time_resolution(f[col]) + 1e-9,
+                  "JSON %s time %r is not the table's %s" % (half, t, f[col]))
+            check(r[half]["wrong"] == 0, "JSON %s wrong is %r" % (half, r[half]["wrong"]))
+        check(r["nccl"] is None, "JSON has NCCL results without --vs-nccl")
+    # Every -a mode runs and says so in the header.
+    for mode, name in [("0", "rank0"), ("2", "min"), ("3", "max")]:
+        p = run([run_, "-n", "2", perf, "--mem", "host", "-b", "64", "-e", "64", "-n", "2",
+                 "-w", "0", "-a", mode])
+        check_table(p, "all_reduce", 2, [64], ["f32"], ["sum"], -1)
+        check("time: %s of ranks" % name in p.stdout, "-a %s: header lacks %s" % (mode, name))
+    print("JSON rows match the table; -a 0..3 and -m 2 run")
+
+
 def case_bad_flags(run_, perf):
     bad = [
         (["-d", "f128"], "unknown datatype 'f128'"),
@@ -234,21 +274,30 @@ def case_bad_flags(run_, perf):
         (["-f", "2", "-i", "8"], "-f and -i exclude each other"),
         (["-n", "0"], "-n needs an integer in 1.."),
         (["-c", "2"], "-c needs an integer in 0..1"),
-        (["-m", "host", "-G", "1"], "-G (CUDA graph capture) needs GPU buffers"),
-        (["-m", "host", "--vs-nccl"], "--vs-nccl needs GPU buffers"),
+        (["--mem", "host", "-G", "1"], "-G (CUDA graph capture) needs GPU buffers"),
+        (["--mem", "host", "--vs-nccl"], "--vs-nccl needs GPU buffers"),
         (["--vs-nccl=1"], "unknown option '--vs-nccl=1'"),
-        (["-a", "fastest"], "unknown algorithm 'fastest'"),
-        (["-m", "host", "-a", "oneshot"], "-a oneshot needs GPU buffers"),
+        (["--algo", "fastest"], "unknown algorithm 'fastest'"),
+        (["--mem", "host", "--algo", "oneshot"], "--algo oneshot needs GPU buffers"),
         (["-q", "int3"], "unknown quantisation 'int3'"),
-        (["-m", "disk"], "memory must be host or gpu"),
+        (["--mem", "disk"], "memory must be host or gpu"),
+        # The usual tests' -a (averaging) and -m (aggregated calls): numbers,
+        # and the older spellings point to the long options.
+        (["-a", "oneshot"], "-a takes 0|1|2|3 (the time reported: rank 0, mean, min, max "
+                            "over ranks); the algorithm is --algo oneshot"),
+        (["-a", "4"], "-a needs an integer in 0..3"),
+        (["-m", "host"], "-m takes a number of calls per timed iteration; buffer memory "
+                         "is --mem host"),
+        (["-m", "0"], "-m needs an integer in 1.."),
+        (["-R", "1"], "unknown option -R"),
         (["-z"], "unknown option -z"),
         (["--bogus"], "unknown option '--bogus'"),
         (["-b"], "option -b needs an argument"),
         (["all_sum"], "unknown collective 'all_sum'"),
         (["-o", "sum", "broadcast"], "-o does not apply to broadcast"),
         (["-q", "int8", "all_gather"], "-q applies to all_reduce only"),
-        (["-a", "oneshot", "broadcast"], "-a oneshot is an all_reduce algorithm"),
-        (["-a", "ipc", "barrier"], "-a does not apply to barrier"),
+        (["--algo", "oneshot", "broadcast"], "--algo oneshot is an all_reduce algorithm"),
+        (["--algo", "ipc", "barrier"], "--algo does not apply to barrier"),
     ]
     for args, msg in bad:
         p = run([run_, "-n", "2", perf] + args)
@@ -268,10 +317,13 @@ def case_bad_flags(run_, perf):
     check(p.returncode == 0 and "Usage: qcoll-perf" in p.stdout, "--help prints no usage")
     check("--vs-nccl" in p.stdout, "--help does not document --vs-nccl")
     # GPU flags when GPU buffers cannot be had: refused, saying why.
-    p = run([perf, "-m", "gpu", "-b", "8", "-e", "8"], env={"QCOLL_DISABLE_CUDA": "1"})
-    check(p.returncode == 2, "-m gpu with QCOLL_DISABLE_CUDA=1: exit %d, expected 2"
+    p = run([perf, "--mem", "gpu", "-b", "8", "-e", "8"], env={"QCOLL_DISABLE_CUDA": "1"})
+    check(p.returncode == 2, "--mem gpu with QCOLL_DISABLE_CUDA=1: exit %d, expected 2"
           % p.returncode)
-    check("-m gpu: " in p.stderr, "-m gpu refused without a clear message")
+    check("--mem gpu: " in p.stderr, "--mem gpu refused without a clear message")
+    p = run([perf, "--version"])
+    check(p.returncode == 0 and re.match(r"qcoll-perf \d+\.\d+\.\d+ \(library qcoll ", p.stdout),
+          "--version: %r" % p.stdout)
     p = run([perf, "-G", "1", "-b", "8", "-e", "8"], env={"QCOLL_DISABLE_CUDA": "1"})
     check(p.returncode == 2 and "-G (CUDA graph capture) needs GPU buffers; this run uses "
           "host memory, as " in p.stderr, "-G without a GPU: no clear message")
@@ -279,22 +331,22 @@ def case_bad_flags(run_, perf):
 
 # ---- GPU buffers --------------------------------------------------------------
 
-GPU_SKIP_MARKS = ["-m gpu: no usable CUDA device", "-m gpu: QCOLL_DISABLE_CUDA is set",
+GPU_SKIP_MARKS = ["--mem gpu: no usable CUDA device", "--mem gpu: QCOLL_DISABLE_CUDA is set",
                   "built without CUDA"]
 
 
 def require_gpu(perf):
     """Skip unless qcoll-perf can use GPU buffers here (it says why not)."""
-    p = run([perf, "-m", "gpu", "-b", "8", "-e", "8", "-n", "1", "-w", "0", "-c", "0"])
+    p = run([perf, "--mem", "gpu", "-b", "8", "-e", "8", "-n", "1", "-w", "0", "-c", "0"])
     for mark in GPU_SKIP_MARKS:
         if p.returncode == 2 and mark in p.stderr:
             raise Skip(p.stderr.strip().splitlines()[0])
-    check(p.returncode == 0, "qcoll-perf -m gpu on one rank exited %d" % p.returncode)
+    check(p.returncode == 0, "qcoll-perf --mem gpu on one rank exited %d" % p.returncode)
 
 
 def gpu_sweep(run_, perf, nranks, extra, coll="all_reduce", minb=8, maxb=1 << 20, factor=4,
               **table):
-    args = [run_, "-n", str(nranks), perf, "-m", "gpu", "-b", str(minb), "-e", str(maxb),
+    args = [run_, "-n", str(nranks), perf, "--mem", "gpu", "-b", str(minb), "-e", str(maxb),
             "-f", str(factor), "-c", "1"] + extra + [coll]
     p = run(args, timeout=280)
     dtype = extra[extra.index("-d") + 1] if "-d" in extra else "f32"
@@ -328,16 +380,16 @@ def case_gpu_graph(run_, perf):
 
 
 def case_gpu_algo(run_, perf, algo):
-    p, _ = gpu_sweep(run_, perf, 2, ["-a", algo])
+    p, _ = gpu_sweep(run_, perf, 2, ["--algo", algo])
     check("algo: %s" % algo in p.stdout, "header does not name algorithm %s" % algo)
 
 
 def case_gpu_per_call(run_, perf):
-    # -a forces every call's path through the collective's _ex form: ipc
+    # --algo forces every call's path through the collective's _ex form: ipc
     # and host (staged) for collectives other than all-reduce, checked.
     for coll in ["broadcast", "reduce_scatter", "sendrecv"]:
         for algo in ["ipc", "host"]:
-            p, _ = gpu_sweep(run_, perf, 2, ["-a", algo], coll=coll, maxb=64 << 10)
+            p, _ = gpu_sweep(run_, perf, 2, ["--algo", algo], coll=coll, maxb=64 << 10)
             check("algo: %s" % algo in p.stdout,
                   "%s header does not name algorithm %s" % (coll, algo))
 
@@ -346,7 +398,7 @@ def case_gpu_quant(run_, perf):
     # Sizes on both sides of QCOLL_QUANT_MIN_BYTES (1M): results within the
     # stated tolerance, and above it the transfer must really round.
     for quant in ["int8", "int4", "fp8"]:
-        p, _ = gpu_sweep(run_, perf, 2, ["-a", "twoshot", "-q", quant, "-d", "bf16"],
+        p, _ = gpu_sweep(run_, perf, 2, ["--algo", "twoshot", "-q", quant, "-d", "bf16"],
                          minb=256 << 10, maxb=4 << 20)
         m = re.search(r"^# Max abs error +: ([0-9.e+-]+) \(quantised transfer (\w+); "
                       r"allowed ([0-9.e+-]+)\)$", p.stdout, re.M)
@@ -363,7 +415,7 @@ def case_gpu_collectives(run_, perf):
     # Every collective and dtype on GPU buffers, 3 ranks (uneven splits).
     for coll in ["all_reduce", "reduce", "broadcast", "all_gather", "reduce_scatter",
                  "all_to_all", "sendrecv", "barrier"]:
-        args = [run_, "-n", "3", perf, "-m", "gpu", "-b", "8", "-e", "4K", "-f", "8",
+        args = [run_, "-n", "3", perf, "--mem", "gpu", "-b", "8", "-e", "4K", "-f", "8",
                 "-n", "2", "-w", "1", "-c", "1", "-d", "all", coll]
         p = run(args, timeout=280)
         sizes = [8, 64, 512, 4096] if coll != "barrier" else [0]
@@ -376,7 +428,7 @@ def case_gpu_graph_refused(run_, perf):
     # all_gather on ranks that share a GPU runs through host memory, which
     # the library cannot capture: the run must go on, mark the rows, print
     # the library's reason once, and still check every result.
-    p = run([run_, "-n", "2", perf, "-m", "gpu", "-G", "1", "-b", "1K", "-e", "8K", "-f", "2",
+    p = run([run_, "-n", "2", perf, "--mem", "gpu", "-G", "1", "-b", "1K", "-e", "8K", "-f", "2",
              "-c", "1", "all_gather"], timeout=280)
     rows = check_table(p, "all_gather", 2, [1024, 2048, 4096, 8192], ["f32"], ["none"], -1,
                        allow_nograph=True, memory="gpu")
@@ -403,7 +455,7 @@ def nccl_or_skip(p):
 
 def case_gpu_vs_nccl(run_, perf, graph, maxb=1 << 20):
     # One rank, without a launcher: NCCL accepts one rank on one GPU.
-    args = [perf, "-m", "gpu", "--vs-nccl", "-b", "8", "-e", str(maxb), "-f", "4", "-c", "1"]
+    args = [perf, "--mem", "gpu", "--vs-nccl", "-b", "8", "-e", str(maxb), "-f", "4", "-c", "1"]
     if graph:
         args += ["-G", "1"]
     p = run(args, timeout=280)
@@ -438,7 +490,7 @@ def check_geomean(p, rows):
 def case_gpu_vs_nccl_refused(run_, perf, fake=False):
     # Two ranks: on one GPU NCCL refuses ("Duplicate GPU detected"); the run
     # must say so in one line and go on without the NCCL columns.
-    p = run([run_, "-n", "2", perf, "-m", "gpu", "--vs-nccl", "-b", "1K", "-e", "4K", "-f", "4",
+    p = run([run_, "-n", "2", perf, "--mem", "gpu", "--vs-nccl", "-b", "1K", "-e", "4K", "-f", "4",
              "-c", "1"], timeout=280)
     refused = nccl_or_skip(p)
     if fake:
@@ -462,7 +514,7 @@ def case_capture_refused_everywhere(run_, perf):
     # Every capture fails (FAKE_CAPTURE_FAIL): every timed placement of
     # qcoll and of NCCL says nograph, each engine's reason is printed once,
     # the footers count them, and the results are still checked.
-    p = run([run_, "-n", "2", perf, "-m", "gpu", "-G", "1", "-b", "1K", "-e", "8K", "-f", "2",
+    p = run([run_, "-n", "2", perf, "--mem", "gpu", "-G", "1", "-b", "1K", "-e", "8K", "-f", "2",
              "-c", "1"])
     rows = check_table(p, "all_reduce", 2, [1024, 2048, 4096, 8192], ["f32"], ["sum"], -1,
                        allow_nograph=True)
@@ -470,7 +522,7 @@ def case_capture_refused_everywhere(run_, perf):
     check(p.stderr.count("qcoll did not capture") == 1, "qcoll's refusal not printed once")
     check(re.search(r"^# Not captured +: 8 placement\(s\) of qcoll \(nograph\): .*fake",
                     p.stdout, re.M), "no footer counting 8 placements with the reason")
-    p = run([perf, "-m", "gpu", "-G", "1", "--vs-nccl", "-b", "1K", "-e", "4K", "-f", "4",
+    p = run([perf, "--mem", "gpu", "-G", "1", "--vs-nccl", "-b", "1K", "-e", "4K", "-f", "4",
              "-c", "1"])
     rows = check_table(p, "all_reduce", 1, [1024, 4096], ["f32"], ["sum"], -1, nccl=True,
                        allow_nograph=True, allow_nccl_nograph=True)
@@ -482,6 +534,39 @@ def case_capture_refused_everywhere(run_, perf):
     check_geomean(p, rows)
 
 
+def case_plot(perf):
+    # -J on the pretend GPU with the fake NCCL, then scripts/perf-plot.py
+    # takes a qcoll and an NCCL series from it, with every size of the
+    # sweep and the JSON's times; and draws them where matplotlib is
+    # installed.
+    import importlib.util
+    import json
+    import tempfile
+    plot = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts",
+                        "perf-plot.py")
+    with tempfile.TemporaryDirectory() as d:
+        js, png = os.path.join(d, "run.json"), os.path.join(d, "run.png")
+        p = run([perf, "--mem", "gpu", "--vs-nccl", "-b", "8", "-e", "64K", "-f", "8", "-n", "2",
+                 "-w", "1", "-J", js])
+        check(p.returncode == 0, "qcoll-perf -J exited %d" % p.returncode)
+        with open(js) as f:
+            doc = json.load(f)
+        p = run([sys.executable, plot, js + "=fake GPU", "--table"])
+        check(p.returncode == 0 and p.stdout.rstrip().endswith("2 series"),
+              "perf-plot.py --table failed")
+        want = ["%d %.6g" % (r["size"], r[key]["time_us"]) for key in ("out_of_place", "nccl")
+                for r in doc["rows"]]
+        got = [" ".join(line.split()[:2]) for line in p.stdout.splitlines()
+               if line and line[0].isdigit() and not line.endswith("series")]
+        check(got == want, "perf-plot.py's series %r are not the JSON's %r" % (got, want))
+        if importlib.util.find_spec("matplotlib") is None:
+            print("matplotlib is not installed: the series were checked, not drawn")
+            return
+        p = run([sys.executable, plot, js + "=fake GPU", "-o", png, "--note", "test"])
+        check(p.returncode == 0 and "2 series" in p.stdout, "perf-plot.py failed")
+        check(os.path.getsize(png) > 1000, "the plot is empty")
+
+
 def main():
     run_, perf, case = sys.argv[1:4]
     print("perf_test.py: %s" % case)
@@ -490,6 +575,7 @@ def main():
         "unchecked": lambda: case_unchecked(run_, perf),
         "single_rank": lambda: case_single_rank(run_, perf),
         "bad_flags": lambda: case_bad_flags(run_, perf),
+        "json": lambda: case_json(run_, perf),
     }
     for coll in ["all_reduce", "reduce", "broadcast", "all_gather",
                  "reduce_scatter", "all_to_all", "sendrecv", "barrier"]:
@@ -515,6 +601,7 @@ def main():
         "fakegpu.vs_nccl": lambda: case_gpu_vs_nccl(run_, perf, False, maxb=64 << 10),
         "fakegpu.nccl_refused": lambda: case_gpu_vs_nccl_refused(run_, perf, fake=True),
         "fakegpu.capture_refused": lambda: case_capture_refused_everywhere(run_, perf),
+        "fakegpu.plot": lambda: case_plot(perf),
     }
     cases.update(fake_cases)
     if case in fake_cases:

@@ -67,6 +67,16 @@ all_ok)
   [ "$(sed 's/.* id //' "$TMP/out" | sort -u | wc -l)" -eq 1 ] ||
     fail "ranks saw different unique ids"
   ;;
+mpirun_np)
+  # mpirun's spelling "-np N" (and "-np=N") sets the rank count; a "-np"
+  # after the program is the program's own argument.
+  launch -np 3 -x FOO=1 /bin/sh -c 'echo "rank $QCOLL_RANK of $QCOLL_WORLD_SIZE $0"' -np
+  expect_rc 0
+  [ "$(grep -c ' of 3 -np$' "$TMP/out")" -eq 3 ] || fail "-np 3 did not start 3 ranks"
+  launch -np=2 /bin/sh -c 'echo "of $QCOLL_WORLD_SIZE"'
+  expect_rc 0
+  [ "$(grep -c '^of 2$' "$TMP/out")" -eq 2 ] || fail "-np=2 did not start 2 ranks"
+  ;;
 env)
   # -x NAME=VALUE and -x NAME reach every rank.
   QCOLL_RUN_TEST_PASSED=passed-on; export QCOLL_RUN_TEST_PASSED

@@ -143,13 +143,13 @@ int perf_mem_setup(perf_mem_kind_t kind, int local_rank, const char **why) {
   if (kind == PERF_MEM_HOST) return 0;
   if (cuda_disabled()) {
     *why =
-        "-m gpu: QCOLL_DISABLE_CUDA is set, so the library uses no GPU (use -m "
+        "--mem gpu: QCOLL_DISABLE_CUDA is set, so the library uses no GPU (use --mem "
         "host)";
     return -1;
   }
   int n, dev;
   if (device_count(&n) != 0) {
-    snprintf(msg, sizeof msg, "-m gpu: no usable CUDA device (%s)", gpu_error);
+    snprintf(msg, sizeof msg, "--mem gpu: no usable CUDA device (%s)", gpu_error);
     *why = msg;
     return -1;
   }
@@ -160,7 +160,7 @@ int perf_mem_setup(perf_mem_kind_t kind, int local_rank, const char **why) {
   if (err != cudaSuccess) {
     failed("cudaSetDevice", err);
     snprintf(msg, sizeof msg,
-             "-m gpu: cannot use device %d (local rank %d of %d devices): %s",
+             "--mem gpu: cannot use device %d (local rank %d of %d devices): %s",
              dev, local_rank, n, gpu_error);
     *why = msg;
     return -1;
@@ -375,9 +375,9 @@ int perf_mem_setup(perf_mem_kind_t kind, int local_rank, const char **why) {
   (void)local_rank;
   if (kind == PERF_MEM_HOST) return 0;
   *why =
-      "-m gpu: this qcoll-perf was built without CUDA, so it has no GPU "
+      "--mem gpu: this qcoll-perf was built without CUDA, so it has no GPU "
       "buffers "
-      "(build qcoll with CUDA, or use -m host)";
+      "(build qcoll with CUDA, or use --mem host)";
   return -1;
 }
 

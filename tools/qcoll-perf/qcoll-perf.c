@@ -12,7 +12,7 @@
  * a stated tolerance); the mismatches of all ranks are summed into the
  * #wrong column and make the exit status non-zero.
  *
- * GPU buffers (-m gpu, the default when a GPU is visible): each rank takes
+ * GPU buffers (--mem gpu, the default when a GPU is visible): each rank takes
  * device local_rank % device count before the communicator is created,
  * the collectives run on a non-blocking stream of the tool's and CUDA
  * events on that stream time the loop.  With -G N the timed loop is
@@ -31,9 +31,15 @@
  * broadcast, reduce, sendrecv 1), so that bus bandwidths compare with the
  * links' peak whatever the rank count.
  *
+ * The options the usual collective performance tests have keep their
+ * letters and meanings (-b -e -f -i -n -w -c -o -d -r -G, -a for how the
+ * ranks' times combine, -m for calls per timed iteration); qcoll's own
+ * options have long names (--algo, --mem) or free letters (-q, -J).
+ *
  * Started without a launcher's environment, it runs as a single rank.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
@@ -45,6 +51,7 @@
 #include <unistd.h>
 
 #include "perf.h"
+#include "perf_json.h"
 
 #define PROG_NAME "qcoll-perf"
 #define EXIT_USAGE 2
@@ -59,14 +66,26 @@ typedef struct perf_opts {
   qcoll_op_t ops[QCOLL_OP_COUNT];
   int n_ops;
   int graph_launches; /* -G: 0 = no graph */
-  qcoll_options_t call_opts; /* -a and -q (defaults without them) */
-  bool use_call_opts;        /* -a or -q given: calls take call_opts */
+  qcoll_options_t call_opts; /* --algo and -q (defaults without them) */
+  bool use_call_opts;        /* --algo or -q given: calls take call_opts */
   perf_mem_kind_t mem;
   bool vs_nccl; /* NCCL on the same buffers, side by side */
+  int average;  /* -a: the time reported (perf_average_t) */
+  int agg_iters; /* -m: calls per timed iteration */
+  const char *json_path; /* -J: the results as JSON, written by rank 0 */
 } perf_opts_t;
 
+/* -a: which rank's time a row reports, with the usual tests' numbers. */
+typedef enum perf_average {
+  PERF_AVG_RANK0 = 0,
+  PERF_AVG_MEAN = 1,
+  PERF_AVG_MIN = 2,
+  PERF_AVG_MAX = 3
+} perf_average_t;
+static const char *const average_name[] = {"rank0", "mean", "min", "max"};
+
 /* Long options without a short form. */
-enum { OPT_VS_NCCL = 256 };
+enum { OPT_VS_NCCL = 256, OPT_ALGO, OPT_MEM, OPT_VERSION };
 
 /* ---- messages ------------------------------------------------------------ */
 
@@ -101,19 +120,26 @@ static void print_usage(FILE *f) {
       "sum)\n" PERF_USAGE_ROOT
       "  -G, --cudagraph N       capture the timed loop in a CUDA graph and\n"
       "                          launch it N times (GPU memory only)\n"
-      "  -a, --algo A            force an algorithm per call: auto host nccl "
+      "  -a, --average 0|1|2|3   the time a row reports: rank 0's (0), the mean\n"
+      "                          (1), the fastest (2) or the slowest rank's (3,\n"
+      "                          the default)\n"
+      "  -m, --agg_iters N       calls per timed iteration (default 1): a row's\n"
+      "                          time is per call over iters x N calls\n"
+      "      --algo A            force an algorithm per call: auto host nccl "
       "ipc,\n"
       "                          and oneshot twoshot for all_reduce (not "
       "barrier)\n"
       "  -q, --quant Q           all_reduce transfer: none fp8 int8 int6 int4\n"
-      "  -m, --memory host|gpu   buffer memory (default gpu with a GPU, else "
+      "      --mem host|gpu      buffer memory (default gpu with a GPU, else "
       "host)\n"
+      "  -J, --json FILE         also write the results as JSON to FILE\n"
       "      --vs-nccl           also run NCCL on the same buffers and print "
       "its\n"
       "                          time, bus bandwidth and nccl_time/qcoll_time\n"
       "                          (GPU memory only; NCCL loaded from "
       "QCOLL_NCCL_LIB,\n"
-      "                          else libnccl.so.2)\n" PERF_USAGE_HELP
+      "                          else libnccl.so.2)\n"
+      "      --version           show the version\n" PERF_USAGE_HELP
       "Exit status: 0, 1 when a result was wrong or a call failed (GPU work\n"
       "not finished after QCOLL_TIMEOUT seconds included), 2 for bad input.\n"
       "A row whose time says 'nograph' was not timed: the library refused to\n"
@@ -206,7 +232,7 @@ static qcoll_algo_t parse_algo(const char *s) {
   for (int i = 0; i < QCOLL_ALGO_COUNT; i++)
     if (strcasecmp(s, qcoll_algo_name((qcoll_algo_t)i)) == 0)
       return (qcoll_algo_t)i;
-  input_error("-a: unknown algorithm '%s' (auto host oneshot twoshot nccl ipc)", s);
+  input_error("--algo: unknown algorithm '%s' (auto host oneshot twoshot nccl ipc)", s);
 }
 
 static qcoll_quant_t parse_quant(const char *s) {
@@ -216,29 +242,62 @@ static qcoll_quant_t parse_quant(const char *s) {
   input_error("-q: unknown quantisation '%s' (none fp8 int8 int6 int4)", s);
 }
 
+/* -a and -m are numbers, as in the usual performance tests; a word there is
+ * most likely an older command line's algorithm or memory. */
+static int parse_average(const char *s) {
+  for (int i = 0; i < QCOLL_ALGO_COUNT; i++)
+    if (strcasecmp(s, qcoll_algo_name((qcoll_algo_t)i)) == 0)
+      input_error("-a takes 0|1|2|3 (the time reported: rank 0, mean, min, "
+                  "max over ranks); the algorithm is --algo %s", s);
+  return (int)perf_parse_int("-a", s, PERF_AVG_RANK0, PERF_AVG_MAX, input_error);
+}
+
+static int parse_agg_iters(const char *s) {
+  if (strcasecmp(s, "host") == 0 || strcasecmp(s, "gpu") == 0)
+    input_error("-m takes a number of calls per timed iteration; buffer memory "
+                "is --mem %s", s);
+  return (int)perf_parse_int("-m", s, 1, 1000000, input_error);
+}
+
+static void print_version(void) {
+  int v = 0;
+  qcoll_get_version(&v);
+  printf(PROG_NAME " %d.%d.%d (library qcoll %d.%d.%d, built with %s)\n",
+         QCOLL_VERSION_MAJOR, QCOLL_VERSION_MINOR, QCOLL_VERSION_PATCH,
+         v / 10000, (v / 100) % 100, v % 100,
+         perf_cuda_built() ? "CUDA" : "no CUDA");
+}
+
 static void parse_options(int argc, char **argv, perf_opts_t *o) {
   static const struct option longopts[] = {
       PERF_ARGS_LONGOPTS,
       {"datatype", required_argument, NULL, 'd'},
       {"op", required_argument, NULL, 'o'},
       {"cudagraph", required_argument, NULL, 'G'},
-      {"algo", required_argument, NULL, 'a'},
+      {"average", required_argument, NULL, 'a'},
+      {"agg_iters", required_argument, NULL, 'm'},
+      {"algo", required_argument, NULL, OPT_ALGO},
       {"quant", required_argument, NULL, 'q'},
-      {"memory", required_argument, NULL, 'm'},
+      {"mem", required_argument, NULL, OPT_MEM},
+      {"memory", required_argument, NULL, OPT_MEM},
+      {"json", required_argument, NULL, 'J'},
       {"vs-nccl", no_argument, NULL, OPT_VS_NCCL},
+      {"version", no_argument, NULL, OPT_VERSION},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   *o = (perf_opts_t){.dtypes = {QCOLL_F32},
                      .n_dtypes = 1,
                      .ops = {QCOLL_SUM},
                      .n_ops = 1,
-                     .mem = PERF_MEM_HOST};
+                     .mem = PERF_MEM_HOST,
+                     .average = PERF_AVG_MAX,
+                     .agg_iters = 1};
   qcoll_options_init(&o->call_opts);
   perf_args_init(&o->args, 'T', input_error);
   bool algo_given = false, quant_given = false, mem_given = false;
   opterr = 0;
   int c;
-  while ((c = getopt_long(argc, argv, ":" PERF_ARGS_SHORTOPTS "d:o:G:a:q:m:h",
+  while ((c = getopt_long(argc, argv, ":" PERF_ARGS_SHORTOPTS "d:o:G:a:m:q:J:h",
                           longopts, NULL)) != -1) {
     if (perf_args_option(&o->args, c, optarg)) continue;
     switch (c) {
@@ -251,7 +310,10 @@ static void parse_options(int argc, char **argv, perf_opts_t *o) {
         o->graph_launches =
             (int)perf_parse_int("-G", optarg, 0, 1000000000, input_error);
         break;
-      case 'a':
+      case 'a': o->average = parse_average(optarg); break;
+      case 'm': o->agg_iters = parse_agg_iters(optarg); break;
+      case 'J': o->json_path = optarg; break;
+      case OPT_ALGO:
         o->call_opts.algo = parse_algo(optarg);
         algo_given = true;
         break;
@@ -259,23 +321,24 @@ static void parse_options(int argc, char **argv, perf_opts_t *o) {
         o->call_opts.quant = parse_quant(optarg);
         quant_given = true;
         break;
-      case 'm':
+      case OPT_MEM:
         if (strcasecmp(optarg, "host") == 0)
           o->mem = PERF_MEM_HOST;
         else if (strcasecmp(optarg, "gpu") == 0)
           o->mem = PERF_MEM_GPU;
         else
-          input_error("-m: memory must be host or gpu, got '%s'", optarg);
+          input_error("--mem: memory must be host or gpu, got '%s'", optarg);
         mem_given = true;
         break;
       case OPT_VS_NCCL: o->vs_nccl = true; break;
+      case OPT_VERSION: print_version(); exit(0);
       case 'h': print_usage(stdout); exit(0);
       case ':':
-        if (optopt && strchr("befinwcdorGaqm", optopt))
+        if (optopt > 0 && optopt < 128 && strchr("befinwcdorGamqJ", optopt))
           input_error("option -%c needs an argument", optopt);
         input_error("option '%s' needs an argument", argv[optind - 1]);
       default:
-        if (optopt && !strchr("befinwcdorGaqmh", optopt))
+        if (optopt > 0 && optopt < 128 && !strchr("befinwcdorGamqJh", optopt))
           input_error("unknown option -%c", optopt);
         input_error("unknown option '%s'", argv[optind - 1]);
     }
@@ -297,16 +360,16 @@ static void parse_options(int argc, char **argv, perf_opts_t *o) {
   if (quant_given && o->coll->id != PERF_ALL_REDUCE)
     input_error("-q applies to all_reduce only, not to %s", o->coll->name);
   if (algo_given && o->coll->id == PERF_BARRIER)
-    input_error("-a does not apply to barrier: it moves no data and keeps its "
+    input_error("--algo does not apply to barrier: it moves no data and keeps its "
                 "own path");
   const qcoll_algo_t algo = o->call_opts.algo;
   if ((algo_given && o->coll->id != PERF_ALL_REDUCE) &&
       (algo == QCOLL_ALGO_ONESHOT || algo == QCOLL_ALGO_TWOSHOT))
-    input_error("-a %s is an all_reduce algorithm; %s takes auto, host, nccl "
+    input_error("--algo %s is an all_reduce algorithm; %s takes auto, host, nccl "
                 "or ipc",
                 qcoll_algo_name(algo), o->coll->name);
   o->use_call_opts = algo_given || quant_given;
-  /* Ask the driver only when it matters: -m host never touches a GPU. */
+  /* Ask the driver only when it matters: --mem host never touches a GPU. */
   const char *no_gpu = NULL;
   if (!mem_given)
     o->mem = perf_gpu_available(&no_gpu) ? PERF_MEM_GPU : PERF_MEM_HOST;
@@ -331,8 +394,8 @@ static void parse_options(int argc, char **argv, perf_opts_t *o) {
   if (o->mem == PERF_MEM_HOST && o->call_opts.algo != QCOLL_ALGO_AUTO &&
       o->call_opts.algo != QCOLL_ALGO_HOST)
     input_error(
-        "-a %s needs GPU buffers; this run uses host memory%s (use -a auto or "
-        "host)",
+        "--algo %s needs GPU buffers; this run uses host memory%s (use --algo "
+        "auto or host)",
         qcoll_algo_name(o->call_opts.algo), why_host);
 }
 
@@ -390,6 +453,7 @@ typedef struct bench {
   /* NCCL's side of the comparison. */
   double nccl_bw_sum, log_ratio_sum;
   int nccl_bw_count, ratio_count;
+  perf_json_t json; /* -J, rank 0: json.f open */
 } bench_t;
 
 /* One placement's outcome: the slowest rank's seconds per call. */
@@ -492,7 +556,28 @@ static void note_refusal(bench_t *b, engine_t e, const perf_call_t *call,
   }
 }
 
-/* Capture the timed loop (iters calls) into *g.  Collective: a graph only
+/* Calls in one timed loop: iters iterations of -m calls each. */
+static int timed_calls(const perf_opts_t *o) { return o->args.iters * o->agg_iters; }
+
+/* This rank's seconds per call combined over the ranks as -a says. */
+static double combine_times(bench_t *b, double mine) {
+  static const qcoll_op_t op_of[] = {[PERF_AVG_MEAN] = QCOLL_SUM,
+                                     [PERF_AVG_MIN] = QCOLL_MIN,
+                                     [PERF_AVG_MAX] = QCOLL_MAX};
+  double out = 0;
+  if (b->opt->average == PERF_AVG_RANK0) {
+    die_on_status(b, qcoll_broadcast(&mine, &out, 1, QCOLL_F64, 0, b->comm, NULL),
+                  "qcoll_broadcast of rank 0's time");
+    return out;
+  }
+  die_on_status(b,
+                qcoll_all_reduce(&mine, &out, 1, QCOLL_F64, op_of[b->opt->average],
+                                 b->comm, NULL),
+                "qcoll_all_reduce of the times");
+  return b->opt->average == PERF_AVG_MEAN ? out / b->nranks : out;
+}
+
+/* Capture the timed loop (iters x agg_iters calls) into *g.  Collective: a graph only
  * when every rank captured one, since a graph launched on some ranks only
  * would wait for the others until its deadline. */
 static bool capture(bench_t *b, engine_t e, const perf_call_t *call,
@@ -501,7 +586,7 @@ static bool capture(bench_t *b, engine_t e, const perf_call_t *call,
   bool ok = true;
   if (perf_capture_begin(b->stream) != 0)
     die(b, "cannot start capturing a CUDA graph: %s", perf_gpu_error());
-  for (int i = 0; ok && i < b->opt->args.iters; i++)
+  for (int i = 0; ok && i < timed_calls(b->opt); i++)
     ok = enqueue(b, e, call, true, why, sizeof why);
   if (perf_capture_end(b->stream, ok, g) != 0 && ok) {
     ok = false;
@@ -524,8 +609,9 @@ static bool capture(bench_t *b, engine_t e, const perf_call_t *call,
   return false;
 }
 
-/* Seconds per call on engine e: the slowest rank's average over the timed
- * loop, timed on the stream. */
+/* Seconds per call on engine e: each rank's average over the timed loop,
+ * timed on the stream, combined over the ranks as -a says (by default the
+ * slowest rank's). */
 static timing_t time_calls(bench_t *b, engine_t e, const perf_call_t *call) {
   const perf_opts_t *o = b->opt;
   timing_t t = {.timed = true};
@@ -549,19 +635,14 @@ static timing_t time_calls(bench_t *b, engine_t e, const perf_call_t *call) {
       if (perf_graph_launch(&t.graph, b->stream) != 0)
         die(b, "launching the CUDA graph failed: %s", perf_gpu_error());
   } else {
-    for (int i = 0; i < o->args.iters; i++)
+    for (int i = 0; i < timed_calls(o); i++)
       enqueue(b, e, call, false, why, sizeof why);
   }
   double elapsed = 0;
   if (perf_timer_stop(&b->timer, b->stream, &elapsed) != 0)
     die(b, "waiting for the timed loop failed: %s", perf_gpu_error());
   sync_stream(b); /* asynchronous errors of the loop */
-  double mine = elapsed / ((double)o->args.iters * launches), slowest = 0;
-  die_on_status(
-      b,
-      qcoll_all_reduce(&mine, &slowest, 1, QCOLL_F64, QCOLL_MAX, b->comm, NULL),
-      "qcoll_all_reduce of the times");
-  t.sec = slowest;
+  t.sec = combine_times(b, elapsed / ((double)timed_calls(o) * launches));
   return t;
 }
 
@@ -612,13 +693,17 @@ static int64_t check_call(bench_t *b, const perf_call_t *call,
   return all;
 }
 
-/* Measure one placement with qcoll and print its four columns (rank 0).
- * Returns the seconds per call, or -1 when not timed. */
-static double run_placement(bench_t *b, perf_call_t *call, bool in_place) {
+/* Measure one placement with qcoll, print its four columns (rank 0) and
+ * describe it in *res.  Returns the seconds per call, or -1 when not
+ * timed. */
+static double run_placement(bench_t *b, perf_call_t *call, bool in_place,
+                            perf_json_result_t *res) {
+  *res = (perf_json_result_t){.present = false};
   if (in_place && !call->coll->has_in_place) {
     if (b->rank == 0) perf_print_untimed("N/A", "N/A");
     return -1;
   }
+  res->present = true;
   call->in_place = in_place;
   timing_t t = time_calls(b, ENGINE_QCOLL, call);
   int64_t wrong = 0;
@@ -629,12 +714,18 @@ static double run_placement(bench_t *b, perf_call_t *call, bool in_place) {
   char wrong_str[24];
   perf_format_wrong(b->opt->args.check, wrong, wrong_str, sizeof wrong_str);
   perf_graph_destroy(&t.graph);
+  res->checked = b->opt->args.check;
+  res->wrong = wrong;
   if (!t.timed) {
     if (b->rank == 0) perf_print_untimed("nograph", wrong_str);
+    res->untimed = "nograph";
     return -1;
   }
   double algbw = perf_algbw(call->shape.bytes, t.sec);
   double busbw = algbw * perf_busbw_factor(call->coll, b->nranks);
+  res->sec = t.sec;
+  res->algbw = algbw;
+  res->busbw = busbw;
   b->totals.bw_sum += busbw;
   b->totals.bw_count++;
   if (b->rank == 0) perf_print_placement(t.sec, algbw, busbw, wrong_str);
@@ -642,25 +733,32 @@ static double run_placement(bench_t *b, perf_call_t *call, bool in_place) {
 }
 
 /* NCCL out of place on the same buffers, and the ratio to qcoll's
- * out-of-place time (rank 0 prints three columns). */
-static void run_nccl(bench_t *b, perf_call_t *call, double qcoll_sec) {
+ * out-of-place time (rank 0 prints three columns; *res describes them). */
+static void run_nccl(bench_t *b, perf_call_t *call, double qcoll_sec,
+                     perf_json_result_t *res) {
+  *res = (perf_json_result_t){.present = false};
   if (!perf_nccl_supports(call)) {
     if (b->rank == 0) printf("  %9s  %10s  %6s", "N/A", "N/A", "N/A");
     return;
   }
+  res->present = true;
   call->in_place = false;
   timing_t t = time_calls(b, ENGINE_NCCL, call);
   perf_graph_destroy(&t.graph);
   if (!t.timed) {
     if (b->rank == 0) printf("  %9s  %10s  %6s", "nograph", "N/A", "N/A");
+    res->untimed = "nograph";
     return;
   }
   double busbw = perf_algbw(call->shape.bytes, t.sec) *
                  perf_busbw_factor(call->coll, b->nranks);
   b->nccl_bw_sum += busbw;
   b->nccl_bw_count++;
+  res->sec = t.sec;
+  res->busbw = busbw;
   char ratio[16] = "N/A";
   if (qcoll_sec > 0 && t.sec > 0) {
+    res->ratio = t.sec / qcoll_sec;
     snprintf(ratio, sizeof ratio, "%6.2f", t.sec / qcoll_sec);
     b->log_ratio_sum += log(t.sec / qcoll_sec);
     b->ratio_count++;
@@ -686,17 +784,21 @@ static void run_row(bench_t *b, size_t bytes, qcoll_dtype_t dt, qcoll_op_t op) {
                       .stream = b->stream};
   call.shape = perf_coll_shape(o->coll, bytes, qcoll_dtype_size(dt), b->nranks);
   call.opts = o->use_call_opts ? &o->call_opts : NULL;
+  perf_json_row_t row = {.size = call.shape.bytes,
+                         .count = call.shape.count,
+                         .type = qcoll_dtype_name(dt),
+                         .redop = o->coll->has_op ? qcoll_op_name(op) : "none",
+                         .root = call.root};
   if (b->rank == 0)
-    perf_print_row_start(
-        call.shape.bytes, call.shape.count, qcoll_dtype_name(dt),
-        o->coll->has_op ? qcoll_op_name(op) : "none", call.root);
-  double out_of_place = run_placement(b, &call, false);
-  run_placement(b, &call, true);
-  if (b->nccl) run_nccl(b, &call, out_of_place);
+    perf_print_row_start(row.size, row.count, row.type, row.redop, row.root);
+  double out_of_place = run_placement(b, &call, false, &row.out_of_place);
+  run_placement(b, &call, true, &row.in_place);
+  if (b->nccl) run_nccl(b, &call, out_of_place, &row.nccl);
   if (b->rank == 0) {
     printf("\n");
     fflush(stdout);
   }
+  if (b->json.f) perf_json_row(&b->json, &row);
 }
 
 /* ---- report ----------------------------------------------------------------
@@ -736,10 +838,11 @@ static void print_header(bench_t *b) {
              qcoll_quant_name(b->quant_effective));
     else if (o->coll->id != PERF_BARRIER)
       printf("  algo: %s", qcoll_algo_name(o->call_opts.algo));
-    printf("  timing: %s\n", o->mem == PERF_MEM_HOST ? "wall clock"
-                             : o->graph_launches > 0
-                                 ? "CUDA events around graph launches"
-                                 : "CUDA events on the stream");
+    printf("  timing: %s  time: %s of ranks  agg iters: %d\n",
+           o->mem == PERF_MEM_HOST      ? "wall clock"
+           : o->graph_launches > 0 ? "CUDA events around graph launches"
+                                   : "CUDA events on the stream",
+           average_name[o->average], o->agg_iters);
     if (b->nccl)
       printf(
           "#  NCCL %s on the same buffers, out of place; "
@@ -787,6 +890,45 @@ static void print_footer(const bench_t *b) {
              b->not_captured[e], engine_name[e], b->capture_refusal[e]);
   printf("#\n");
   fflush(stdout);
+}
+
+/* -J: rank 0 starts the JSON document once the header is known. */
+static void start_json(bench_t *b) {
+  const perf_opts_t *o = b->opt;
+  if (!o->json_path || b->rank != 0) return;
+  int v = 0;
+  qcoll_get_version(&v);
+  char library[32], version[32];
+  snprintf(library, sizeof library, "qcoll %d.%d.%d", v / 10000,
+           (v / 100) % 100, v % 100);
+  snprintf(version, sizeof version, "%d.%d.%d", QCOLL_VERSION_MAJOR,
+           QCOLL_VERSION_MINOR, QCOLL_VERSION_PATCH);
+  perf_json_run_t run = {
+      .version = version,
+      .library = library,
+      .collective = o->coll->name,
+      .memory = o->mem == PERF_MEM_GPU ? "gpu" : "host",
+      .algo = qcoll_algo_name(o->call_opts.algo),
+      .quant = qcoll_quant_name(b->quant_effective),
+      .average = average_name[o->average],
+      .nranks = b->nranks,
+      .iters = o->args.iters,
+      .warmup_iters = o->args.warmup,
+      .agg_iters = o->agg_iters,
+      .graph_launches = o->graph_launches,
+      .check = o->args.check,
+      .nccl = b->nccl ? perf_nccl_describe(b->nccl) : NULL};
+  if (perf_json_open(&b->json, o->json_path, &run) != 0)
+    die(b, "-J %s: cannot write %s.tmp: %s", o->json_path, o->json_path,
+        strerror(errno));
+}
+
+static void finish_json(bench_t *b) {
+  if (!b->json.f) return;
+  const char *path = b->opt->json_path;
+  double avg = b->totals.bw_count ? b->totals.bw_sum / b->totals.bw_count : 0;
+  if (perf_json_close(&b->json, b->totals.wrong, avg) != 0)
+    die(b, "-J %s: writing the results failed: %s", path, strerror(errno));
 }
 
 /* ---- setup ------------------------------------------------------------------
@@ -910,6 +1052,7 @@ int main(int argc, char **argv) {
                              sizeof b.nccl_refused);
 
   print_header(&b);
+  start_json(&b);
   int n_ops = opt.coll->has_op ? opt.n_ops : 1;
   int rows = n_sizes * opt.n_dtypes * n_ops, row = 0;
   for (int d = 0; d < opt.n_dtypes; d++) {
@@ -929,6 +1072,7 @@ int main(int argc, char **argv) {
   }
 
   if (b.rank == 0) print_footer(&b);
+  finish_json(&b);
   perf_nccl_stop(b.nccl);
   perf_timer_destroy(&b.timer);
   perf_stream_destroy(opt.mem, b.stream);

@@ -102,7 +102,7 @@ static void print_usage(FILE *f) {
       " -n N [options] prog [args...]\n"
       "Start N ranks of prog on this host, ready for qcoll_comm_init_env().\n"
       "\n"
-      "  -n, --np N            number of ranks, 1..%d (required)\n"
+      "  -n, -np, --np N       number of ranks, 1..%d (required)\n"
       "  -t, --tag-output      prefix every output line with \"[rank] \"\n"
       "      --timeout SECONDS stop the whole job after SECONDS (exit %d)\n"
       "  -x NAME=VALUE         set NAME in every rank's environment\n"
@@ -183,6 +183,34 @@ static char *parse_extra_env(const char *arg) {
   return s;
 }
 
+/* mpirun spells the rank count "-np N" (one dash); getopt would read it as
+ * -n with the argument "p".  Before parsing, each "-np" (or "-np=N") among
+ * the launcher's own options becomes "--np": only up to the program, whose
+ * arguments are its own. */
+static void accept_mpirun_np(int argc, char **argv) {
+  static char long_np[] = "--np";
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--") == 0 || a[0] != '-' || a[1] == 0) return; /* prog */
+    if (strcmp(a, "-np") == 0) {
+      argv[i] = long_np;
+    } else if (strncmp(a, "-np=", 4) == 0) { /* "-np=N" -> "--np=N" */
+      char *copy = malloc(strlen(a) + 2);
+      if (!copy) {
+        perror(PROG_NAME);
+        exit(1);
+      }
+      copy[0] = '-';
+      strcpy(copy + 1, a);
+      argv[i] = copy;
+    }
+    /* Skip the argument of the options that take one as a separate word. */
+    if (strcmp(argv[i], "-n") == 0 || strcmp(argv[i], "--np") == 0 ||
+        strcmp(argv[i], "-x") == 0 || strcmp(argv[i], "--timeout") == 0)
+      i++;
+  }
+}
+
 static void parse_options(int argc, char **argv, options_t *o) {
   static const struct option longopts[] = {
       {"np", required_argument, NULL, 'n'},
@@ -198,6 +226,7 @@ static void parse_options(int argc, char **argv, options_t *o) {
     exit(1);
   }
   opterr = 0; /* our own messages, each followed by the usage */
+  accept_mpirun_np(argc, argv);
   int c;
   /* '+': stop at the first non-option, which is the program. */
   while ((c = getopt_long(argc, argv, "+:n:tx:h", longopts, NULL)) != -1) {
