@@ -46,8 +46,9 @@
 #include "message.h"
 #include "socket.h"
 
-/* Unauthenticated connections a rank's ring socket holds at once. */
-#define RING_PENDING_MAX 16
+/* Unauthenticated connections a rank's ring socket holds at once (a new one
+ * beyond them pushes out the one that has waited longest). */
+#define RING_PENDING_MAX 64
 /* How long a failing rank tries to hand its report to neighbours whose
  * socket buffers are full: it is about to give up on them anyway. */
 #define RING_REPORT_SEND_S 0.1
@@ -199,6 +200,13 @@ static qcoll_status_t join_connect(join_t *j, int *listen_port) {
   return QCOLL_OK;
 }
 
+/* The deadline the hello tells the root, in ms (at least 1: 0 means none). */
+static uint32_t hello_timeout_ms(double timeout_s) {
+  double ms = timeout_s * 1000.0;
+  if (ms >= (double)UINT32_MAX) return UINT32_MAX;
+  return ms < 1.0 ? 1u : (uint32_t)ms;
+}
+
 static qcoll_status_t join_send_hello(join_t *j) {
   qcoll_comm_t comm = j->comm;
   qcoll__boot_hello_t h;
@@ -207,6 +215,7 @@ static qcoll_status_t join_send_hello(join_t *j) {
   h.rank = comm->rank;
   h.nranks = comm->nranks;
   h.listen = j->listen;
+  h.timeout_ms = hello_timeout_ms(comm->timeout_s);
   uint8_t buf[QCOLL__BOOT_HELLO_BYTES];
   size_t n = qcoll__msg_encode_hello(&h, buf, sizeof buf);
   int err = 0;
@@ -325,7 +334,33 @@ static bool ring_hello_ok(const qcoll__bootstrap_t *bs,
   return true;
 }
 
-/* Accept connections on listen_fd until rank-1 has authenticated. */
+static void ring_pending_drop(void *ctx, const qcoll__pending_t *p,
+                              const char *why) {
+  const qcoll__bootstrap_t *bs = ctx;
+  QLOG_WARN(bs->comm, BOOT,
+            "bootstrap: ring socket dropped connection from %s: %s", p->peer,
+            why);
+}
+
+/* A complete hello: rank-1's becomes the ring's connection, any other is
+ * dropped. */
+static void ring_pending_done(void *ctx, qcoll__pending_t *p) {
+  qcoll__bootstrap_t *bs = ctx;
+  char why[QCOLL__BOOT_WHY_MAX + 64];
+  if (bs->prev_fd < 0 && ring_hello_ok(bs, p, why, sizeof why)) {
+    bs->prev_fd = p->fd;
+    return;
+  }
+  if (bs->prev_fd >= 0) snprintf(why, sizeof why, "rank %d is already here",
+                                 (bs->rank - 1 + bs->nranks) % bs->nranks);
+  ring_pending_drop(bs, p, why);
+  close(p->fd);
+}
+
+/* Accept connections on listen_fd until rank-1 has authenticated.  Others
+ * (stalled, garbage, wrong secret) only take a slot of the pending pool,
+ * each for at most the hello deadline, and a full pool drops the oldest of
+ * them, so no flood can keep rank-1 out or hold it up. */
 static qcoll_status_t ring_accept_prev(qcoll__bootstrap_t *bs, int listen_fd) {
   qcoll_comm_t comm = bs->comm;
   qcoll__io_t io = bs_io(bs);
@@ -333,9 +368,11 @@ static qcoll_status_t ring_accept_prev(qcoll__bootstrap_t *bs, int listen_fd) {
   double hello_s = QCOLL_MIN(comm->timeout_s, QCOLL__BOOT_HELLO_DEADLINE_S);
   qcoll__deadline_t deadline = qcoll__comm_deadline(comm);
   qcoll__pending_pool_t pool;
-  if (!qcoll__pending_pool_init(&pool, RING_PENDING_MAX))
+  if (!qcoll__pending_pool_init(&pool, RING_PENDING_MAX,
+                                QCOLL__BOOT_RING_HELLO_BYTES, hello_s))
     return qcoll__error(comm, QCOLL_ERR_OUT_OF_MEMORY,
                         "bootstrap: cannot allocate the ring accept state");
+  const qcoll__pending_handler_t h = {ring_pending_done, ring_pending_drop, bs};
   struct pollfd fds[1 + RING_PENDING_MAX + 1];
   qcoll_status_t st = QCOLL_OK;
   while (bs->prev_fd < 0) {
@@ -343,9 +380,7 @@ static qcoll_status_t ring_accept_prev(qcoll__bootstrap_t *bs, int listen_fd) {
     fds[n++] = (struct pollfd){listen_fd, POLLIN, 0};
     for (int i = 0; i < pool.count; i++)
       fds[n++] = (struct pollfd){pool.items[i].fd, POLLIN, 0};
-    qcoll__deadline_t wake = deadline;
-    for (int i = 0; i < pool.count; i++)
-      if (pool.items[i].deadline.at < wake.at) wake = pool.items[i].deadline;
+    qcoll__deadline_t wake = {qcoll__pending_next_deadline(&pool, deadline.at)};
     qcoll__io_result_t r = qcoll__io_poll(&io, fds, n, wake);
     if (r == QCOLL__IO_ABORTED) {
       st = qcoll__error(comm, QCOLL_ERR_ABORTED,
@@ -359,58 +394,16 @@ static qcoll_status_t ring_accept_prev(qcoll__bootstrap_t *bs, int listen_fd) {
                         strerror(errno));
       break;
     }
-    for (int i = pool.count - 1; i >= 0 && r == QCOLL__IO_OK; i--) {
-      qcoll__pending_t *p = &pool.items[i];
-      char why[QCOLL__BOOT_WHY_MAX + 64];
-      qcoll__pending_result_t res = QCOLL__PENDING_MORE;
-      if (fds[1 + i].revents) res = qcoll__pending_read(p, why, sizeof why);
-      if (res == QCOLL__PENDING_MORE && qcoll__deadline_passed(p->deadline)) {
-        snprintf(why, sizeof why,
-                 "sent %zu of the %zu bytes of a hello within "
-                 "%.1f s",
-                 p->have, p->need, hello_s);
-        res = QCOLL__PENDING_DROP;
-      }
-      if (res == QCOLL__PENDING_MORE) continue;
-      if (res == QCOLL__PENDING_DONE && ring_hello_ok(bs, p, why, sizeof why)) {
-        bs->prev_fd = p->fd;
-      } else {
-        QLOG_WARN(comm, BOOT,
-                  "bootstrap: ring socket dropped connection from "
-                  "%s: %s",
-                  p->peer, why);
-        close(p->fd);
-      }
-      qcoll__pending_pool_remove(&pool, i);
+    if (r != QCOLL__IO_OK)
+      for (nfds_t i = 0; i < n; i++) fds[i].revents = 0;
+    qcoll__pending_service(&pool, fds + 1, &h);
+    if (bs->prev_fd < 0 && fds[0].revents) {
+      int err = qcoll__pending_accept(&pool, listen_fd, &h);
+      if (err != 0)
+        QLOG_WARN(comm, BOOT, "bootstrap: ring socket accept failed: %s",
+                  strerror(err));
     }
-    /* Expire stale ones also when poll timed out on their deadline. */
-    for (int i = pool.count - 1; i >= 0 && r != QCOLL__IO_OK; i--) {
-      qcoll__pending_t *p = &pool.items[i];
-      if (!qcoll__deadline_passed(p->deadline)) continue;
-      QLOG_WARN(comm, BOOT,
-                "bootstrap: ring socket dropped connection from "
-                "%s: sent %zu of the %zu bytes of a hello within %.1f s",
-                p->peer, p->have, p->need, hello_s);
-      close(p->fd);
-      qcoll__pending_pool_remove(&pool, i);
-    }
-    if (bs->prev_fd >= 0) break;
-    if (r == QCOLL__IO_OK && fds[0].revents) {
-      for (;;) {
-        char peer[QCOLL__ADDRSTR_MAX];
-        int fd = qcoll__sock_accept(listen_fd, peer, sizeof peer);
-        if (fd < 0) break;
-        if (!qcoll__pending_pool_add(&pool, fd, peer,
-                                     QCOLL__BOOT_RING_HELLO_BYTES, hello_s)) {
-          QLOG_WARN(comm, BOOT,
-                    "bootstrap: ring socket dropped connection "
-                    "from %s: too many connections waiting",
-                    peer);
-          close(fd);
-        }
-      }
-    }
-    if (qcoll__deadline_passed(deadline)) {
+    if (bs->prev_fd < 0 && qcoll__deadline_passed(deadline)) {
       st = qcoll__error(comm, QCOLL_ERR_TIMEOUT,
                         "bootstrap: rank %d did not connect within %.1f s "
                         "(QCOLL_TIMEOUT)",
