@@ -351,8 +351,9 @@ static void ring_pending_done(void *ctx, qcoll__pending_t *p) {
     bs->prev_fd = p->fd;
     return;
   }
-  if (bs->prev_fd >= 0) snprintf(why, sizeof why, "rank %d is already here",
-                                 (bs->rank - 1 + bs->nranks) % bs->nranks);
+  if (bs->prev_fd >= 0)
+    snprintf(why, sizeof why, "rank %d is already here",
+             (bs->rank - 1 + bs->nranks) % bs->nranks);
   ring_pending_drop(bs, p, why);
   close(p->fd);
 }

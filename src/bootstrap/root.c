@@ -474,8 +474,9 @@ qcoll_status_t qcoll__bootstrap_root_start(const char *addr, int port,
 
   double hello_s = QCOLL_MIN(timeout_s, QCOLL__BOOT_HELLO_DEADLINE_S);
   root_t *r = calloc(1, sizeof *r);
-  if (!r || !qcoll__pending_pool_init(&r->pending, ROOT_PENDING_MAX,
-                                      QCOLL__BOOT_HELLO_BYTES, hello_s) ||
+  if (!r ||
+      !qcoll__pending_pool_init(&r->pending, ROOT_PENDING_MAX,
+                                QCOLL__BOOT_HELLO_BYTES, hello_s) ||
       !(r->pfds =
             malloc((size_t)(1 + ROOT_PENDING_MAX + 1) * sizeof *r->pfds))) {
     if (r) {

@@ -402,8 +402,8 @@ qcoll__pending_result_t qcoll__pending_read(qcoll__pending_t *p, char *why,
   return QCOLL__PENDING_DONE;
 }
 
-bool qcoll__pending_pool_init(qcoll__pending_pool_t *pool, int cap,
-                              size_t need, double hello_s) {
+bool qcoll__pending_pool_init(qcoll__pending_pool_t *pool, int cap, size_t need,
+                              double hello_s) {
   pool->items = need <= sizeof pool->items[0].buf
                     ? calloc((size_t)cap, sizeof *pool->items)
                     : NULL;
@@ -437,8 +437,8 @@ static void pending_drop(qcoll__pending_pool_t *pool, int i,
 static void pending_progress(qcoll__pending_pool_t *pool, int i,
                              const qcoll__pending_handler_t *h) {
   char why[QCOLL__BOOT_WHY_MAX + 64];
-  qcoll__pending_result_t res = qcoll__pending_read(&pool->items[i], why,
-                                                    sizeof why);
+  qcoll__pending_result_t res =
+      qcoll__pending_read(&pool->items[i], why, sizeof why);
   if (res == QCOLL__PENDING_MORE) return;
   if (res == QCOLL__PENDING_DROP) {
     pending_drop(pool, i, h, why);
@@ -468,8 +468,7 @@ int qcoll__pending_accept(qcoll__pending_pool_t *pool, int listen_fd,
   for (;;) {
     char peer[QCOLL__ADDRSTR_MAX];
     int fd = qcoll__sock_accept(listen_fd, peer, sizeof peer);
-    if (fd < 0)
-      return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : errno;
+    if (fd < 0) return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : errno;
     if (pool->count >= pool->cap) pending_evict_oldest(pool, h);
     qcoll__pending_t *p = &pool->items[pool->count++];
     p->fd = fd;
@@ -494,8 +493,10 @@ void qcoll__pending_service(qcoll__pending_pool_t *pool,
     qcoll__pending_t *p = &pool->items[i];
     if (!qcoll__deadline_passed(p->deadline)) continue;
     char why[96];
-    snprintf(why, sizeof why, "sent %zu of the %zu bytes of a hello within "
-             "%.1f s", p->have, p->need, pool->hello_s);
+    snprintf(why, sizeof why,
+             "sent %zu of the %zu bytes of a hello within "
+             "%.1f s",
+             p->have, p->need, pool->hello_s);
     pending_drop(pool, i, h, why);
   }
 }

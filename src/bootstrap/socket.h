@@ -131,8 +131,8 @@ typedef struct qcoll__pending_handler {
   void *ctx;
 } qcoll__pending_handler_t;
 
-bool qcoll__pending_pool_init(qcoll__pending_pool_t *pool, int cap,
-                              size_t need, double hello_s);
+bool qcoll__pending_pool_init(qcoll__pending_pool_t *pool, int cap, size_t need,
+                              double hello_s);
 /* Close every connection and free the pool. */
 void qcoll__pending_pool_free(qcoll__pending_pool_t *pool);
 /* Accept every connection waiting on listen_fd and read what each already

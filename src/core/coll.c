@@ -4,6 +4,7 @@
  * back end or the GPU paths.  Everything is checked before anything is
  * enqueued, so a refused call leaves the communicator usable.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -119,7 +120,9 @@ static qcoll_status_t check_enums(qcoll_comm_t comm, const call_t *c) {
         fn, is_p2p(c->kind) ? "peer" : "root", c->root, comm->nranks);
   if (is_p2p(c->kind) && c->root == comm->rank)
     return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
-                        "%s: peer %d is this rank itself", fn, c->root);
+                        "%s: peer %d is this rank itself (a send or recv to "
+                        "oneself is refused: copy the buffer instead)",
+                        fn, c->root);
   if ((unsigned)c->algo >= QCOLL_ALGO_COUNT)
     return qcoll__error(comm, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: algo %d is not a qcoll_algo_t", fn, (int)c->algo);
@@ -246,14 +249,30 @@ static qcoll_status_t place_call(qcoll_comm_t comm, call_t *c) {
  * or hanging. */
 typedef struct signature {
   /* algo: the forced algorithm of a GPU call (-1 on host buffers, where
-   * auto and host mean the same); six int32 keep the struct free of
-   * padding, so memcmp never compares indeterminate bytes */
-  int32_t kind, dtype, op, root, placement, algo;
+   * auto and host take the same path); opt_algo and opt_quant: the per-call
+   * options as the caller passed them (defaults without opts), which must
+   * be the same on every rank even where they take the same path.  Eight
+   * int32 keep the struct free of padding, so memcmp never compares
+   * indeterminate bytes. */
+  int32_t kind, dtype, op, root, placement, algo, opt_algo, opt_quant;
   uint64_t count;
 } signature_t;
 
 static const char *signature_algo(const signature_t *s) {
   return s->algo < 0 ? "host" : qcoll_algo_name((qcoll_algo_t)s->algo);
+}
+
+/* "count=8, dtype=f32, op=sum, root=-1, algo=host, options auto/default" */
+static void format_signature(const signature_t *s, char *buf, size_t size) {
+  snprintf(buf, size,
+           "%s(count=%llu, dtype=%s, op=%s, root=%d, algo=%s, options "
+           "%s/%s)",
+           (unsigned)s->kind <= QCOLL__COLL_BARRIER ? coll_fn[s->kind] : "?",
+           (unsigned long long)s->count,
+           qcoll_dtype_name((qcoll_dtype_t)s->dtype),
+           s->op < 0 ? "-" : qcoll_op_name((qcoll_op_t)s->op), s->root,
+           signature_algo(s), qcoll_algo_name((qcoll_algo_t)s->opt_algo),
+           qcoll_quant_name((qcoll_quant_t)s->opt_quant));
 }
 
 static qcoll_status_t check_signature(qcoll_comm_t comm, const call_t *c) {
@@ -269,6 +288,8 @@ static qcoll_status_t check_signature(qcoll_comm_t comm, const call_t *c) {
                       has_root(c->kind) ? c->root : -1,
                       c->device < 0 ? 0 : 1,
                       c->device < 0 ? -1 : (int32_t)c->algo,
+                      c->opts ? (int32_t)c->opts->algo : QCOLL_ALGO_AUTO,
+                      c->opts ? (int32_t)c->opts->quant : QCOLL_QUANT_DEFAULT,
                       c->count};
   all[comm->rank] = mine;
   qcoll_status_t st =
@@ -276,19 +297,12 @@ static qcoll_status_t check_signature(qcoll_comm_t comm, const call_t *c) {
   for (size_t r = 0; st == QCOLL_OK && r < n; r++) {
     const signature_t *s = &all[r];
     if (!memcmp(s, &mine, sizeof mine)) continue;
-    st = qcoll__error(
-        comm, QCOLL_ERR_MISMATCH,
-        "QCOLL_CHECK: rank %d called %s(count=%llu, dtype=%s, op=%s, root=%d, "
-        "algo=%s) but rank %zu called %s(count=%llu, dtype=%s, op=%s, "
-        "root=%d, algo=%s)",
-        comm->rank, coll_fn[mine.kind], (unsigned long long)mine.count,
-        qcoll_dtype_name((qcoll_dtype_t)mine.dtype),
-        mine.op < 0 ? "-" : qcoll_op_name((qcoll_op_t)mine.op), mine.root,
-        signature_algo(&mine), r,
-        (unsigned)s->kind <= QCOLL__COLL_BARRIER ? coll_fn[s->kind] : "?",
-        (unsigned long long)s->count, qcoll_dtype_name((qcoll_dtype_t)s->dtype),
-        s->op < 0 ? "-" : qcoll_op_name((qcoll_op_t)s->op), s->root,
-        signature_algo(s));
+    char ours[192], theirs[192];
+    format_signature(&mine, ours, sizeof ours);
+    format_signature(s, theirs, sizeof theirs);
+    st = qcoll__error(comm, QCOLL_ERR_MISMATCH,
+                      "QCOLL_CHECK: rank %d called %s but rank %zu called %s",
+                      comm->rank, ours, r, theirs);
   }
   free(all);
   return st;

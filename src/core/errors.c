@@ -59,6 +59,7 @@ qcoll_status_t qcoll__error(qcoll_comm_t comm, qcoll_status_t status,
 }
 
 const char *qcoll_comm_last_error(qcoll_comm_t comm) {
-  if (!is_comm_valid(comm)) return "invalid or destroyed communicator";
+  if (!comm) return "invalid communicator (NULL)";
+  if (!qcoll__comm_is_live_handle(comm)) return "destroyed communicator";
   return comm->last_error;
 }

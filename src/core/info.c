@@ -12,22 +12,17 @@ qcoll_status_t qcoll_backends_describe(char *buf, size_t len, size_t *needed) {
   int n;
   if (nccl) {
     int v = qcoll__nccl_version();
-    n = snprintf(buf, buf ? len : 0,
+    n = snprintf(len ? buf : NULL, buf ? len : 0,
                  "runtime: %s, %d CUDA device(s) visible\n"
                  "NCCL: %d.%d.%d from %s\n",
                  rt->name, rt->device_count(), v / 10000, (v / 100) % 100,
                  v % 100, qcoll__nccl_library_path());
   } else {
-    n = snprintf(buf, buf ? len : 0,
+    n = snprintf(len ? buf : NULL, buf ? len : 0,
                  "runtime: %s, %d CUDA device(s) visible\n"
                  "NCCL: unavailable: %s\n",
                  rt->name, rt->device_count(), nccl_why);
   }
-  if (needed) *needed = (size_t)n + 1;
-  if (!buf || (size_t)n >= len)
-    return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
-                        "qcoll_backends_describe: buffer of %zu bytes is too "
-                        "small, %d needed",
-                        len, n + 1);
-  return QCOLL_OK;
+  return qcoll__format_result("qcoll_backends_describe", buf, len,
+                              n > 0 ? (size_t)n : 0, needed);
 }

@@ -145,8 +145,8 @@ static int append(char *buf, size_t len, size_t *used, const char *fmt, ...)
 static int append(char *buf, size_t len, size_t *used, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(*used < len ? buf + *used : NULL,
-                    *used < len ? len - *used : 0, fmt, ap);
+  bool room = buf && *used < len;
+  int n = vsnprintf(room ? buf + *used : NULL, room ? len - *used : 0, fmt, ap);
   va_end(ap);
   if (n > 0) *used += (size_t)n;
   return n;
@@ -173,11 +173,6 @@ qcoll_status_t qcoll_selection_table_format(char *buf, size_t len,
          qcoll__env_bytes("QCOLL_SHARED_GPU_IPC_MAX_BYTES"),
          qcoll__env_int("QCOLL_SHARED_GPU_NCCL_MAX_RANKS"),
          qcoll__env_str("QCOLL_ALGO"));
-  if (needed) *needed = used + 1;
-  if (!buf || used >= len)
-    return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
-                        "qcoll_selection_table_format: buffer of %zu bytes is "
-                        "too small, %zu needed",
-                        len, used + 1);
-  return QCOLL_OK;
+  return qcoll__format_result("qcoll_selection_table_format", buf, len, used,
+                              needed);
 }

@@ -413,6 +413,19 @@ static void missing_ranks_time_out_everywhere(void **state) {
   free_ranks(c, 2);
 }
 
+/* A root started with the default deadline (as qcoll_get_unique_id does
+ * without QCOLL_TIMEOUT) takes the ranks' shorter one from their hellos, so
+ * it names the missing rank before the ranks' own waits end. */
+static void root_takes_the_ranks_deadline(void **state) {
+  qcoll_unique_id_t id = start_root(300.0);
+  rank_ctx_t *c = run_ranks(&id, 2, NULL, 3, NULL, CHECK_TIMEOUT, NULL, NULL);
+  expect_all_fail(c, 2, QCOLL_ERR_TIMEOUT,
+                  "rank 2 never arrived within 2.0 s (QCOLL_TIMEOUT)",
+                  CHECK_TIMEOUT + QCOLL__BOOT_GRACE_S);
+  for (int i = 0; i < 2; i++) assert_true(c[i].init_s <= CHECK_TIMEOUT + 1.0);
+  free_ranks(c, 2);
+}
+
 static void unreachable_root_times_out(void **state) {
   /* A port nobody listens on: bind one, note it, close it. */
   int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -1096,6 +1109,7 @@ int main(int argc, char **argv) {
       {"checks", cmocka_unit_test(duplicate_rank)},
       {"checks", cmocka_unit_test(rank_out_of_range)},
       {"timeouts", cmocka_unit_test(missing_ranks_time_out_everywhere)},
+      {"timeouts", cmocka_unit_test(root_takes_the_ranks_deadline)},
       {"timeouts", cmocka_unit_test(unreachable_root_times_out)},
       {"timeouts", cmocka_unit_test(collective_times_out)},
       {"intruders",

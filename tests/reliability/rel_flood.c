@@ -136,8 +136,8 @@ static int listen_ports(pid_t pid, int *ports, int cap) {
         continue;
       char *colon = strrchr(local, ':');
       for (int i = 0; i < ni; i++)
-        if (inodes[i] == ino && colon) ports[n++] = (int)strtol(colon + 1,
-                                                                NULL, 16);
+        if (inodes[i] == ino && colon)
+          ports[n++] = (int)strtol(colon + 1, NULL, 16);
     }
     fclose(f);
   }
@@ -331,10 +331,11 @@ int main(int argc, char **argv) {
     plain[i] = run_job(nranks, false);
     flood[i] = run_job(nranks, true);
     if (plain[i] < 0 || flood[i] < 0) failed++;
-    printf("run %d: %d ranks, undisturbed %.3f s, flooded %.3f s, ratio "
-           "%.2f\n",
-           i + 1, nranks, plain[i], flood[i],
-           plain[i] > 0 ? flood[i] / plain[i] : 0.0);
+    printf(
+        "run %d: %d ranks, undisturbed %.3f s, flooded %.3f s, ratio "
+        "%.2f\n",
+        i + 1, nranks, plain[i], flood[i],
+        plain[i] > 0 ? flood[i] / plain[i] : 0.0);
     fflush(stdout);
   }
   double sorted[2][4096];
@@ -344,14 +345,15 @@ int main(int argc, char **argv) {
   qsort(sorted[0], (size_t)m, sizeof(double), cmp_double);
   qsort(sorted[1], (size_t)m, sizeof(double), cmp_double);
   double median = sorted[0][m / 2];
-  double bound = median * SLOW_FACTOR > SLOW_FLOOR_S ? median * SLOW_FACTOR
-                                                     : SLOW_FLOOR_S;
+  double bound =
+      median * SLOW_FACTOR > SLOW_FLOOR_S ? median * SLOW_FACTOR : SLOW_FLOOR_S;
   for (int i = 0; i < runs; i++)
     if (flood[i] > bound) slow++;
-  printf("%d runs: undisturbed median %.3f s (max %.3f), flooded median "
-         "%.3f s (max %.3f), median ratio %.2f; %d failed, %d over %.2f s\n",
-         runs, median, sorted[0][m - 1], sorted[1][m / 2], sorted[1][m - 1],
-         median > 0 ? sorted[1][m / 2] / median : 0.0, failed, slow, bound);
+  printf(
+      "%d runs: undisturbed median %.3f s (max %.3f), flooded median "
+      "%.3f s (max %.3f), median ratio %.2f; %d failed, %d over %.2f s\n",
+      runs, median, sorted[0][m - 1], sorted[1][m / 2], sorted[1][m - 1],
+      median > 0 ? sorted[1][m / 2] / median : 0.0, failed, slow, bound);
   free(plain);
   free(flood);
   if (failed || slow) {
