@@ -81,7 +81,7 @@ typedef struct call {
   qcoll_dtype_t dtype;
   qcoll_op_t op;
   int root;
-  bool ex;           /* all-reduce only: the _ex form with algo */
+  bool ex; /* all-reduce only: the _ex form with algo */
   qcoll_algo_t algo;
 } call_t;
 

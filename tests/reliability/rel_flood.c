@@ -103,7 +103,7 @@ static int socket_inodes(pid_t pid, unsigned long *out, int cap) {
   int n = 0;
   struct dirent *e;
   while ((e = readdir(d)) && n < cap) {
-    char path[128], link[64];
+    char path[320], link[64];
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
     ssize_t k = readlink(path, link, sizeof link - 1);
     if (k <= 0) continue;
