@@ -4,6 +4,7 @@
  * back end or the GPU paths.  Everything is checked before anything is
  * enqueued, so a refused call leaves the communicator usable.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -469,6 +470,21 @@ static qcoll__select_in_t selection_input(qcoll_comm_t comm, const call_t *c,
   return in;
 }
 
+/* NCCL forced where the table knows it stalls: said once per process (the
+ * watchdog aborts NCCL if the call then does not finish). */
+static void warn_forced_nccl(qcoll_comm_t comm, const call_t *c, bool nccl_ok) {
+  static atomic_flag warned = ATOMIC_FLAG_INIT;
+  qcoll__select_in_t in = selection_input(comm, c, nccl_ok);
+  if (!qcoll__select_nccl_stalls(&in) || atomic_flag_test_and_set(&warned))
+    return;
+  QLOG_WARN(comm, COLL,
+            "%s: NCCL is forced with %d ranks on one GPU, more than "
+            "QCOLL_SHARED_GPU_NCCL_MAX_RANKS (%lld), where NCCL was seen to "
+            "stall; the NCCL watchdog aborts it after QCOLL_TIMEOUT (%.1f s)",
+            coll_fn[c->kind], in.ranks_per_gpu,
+            qcoll__env_int("QCOLL_SHARED_GPU_NCCL_MAX_RANKS"), comm->timeout_s);
+}
+
 /* The forced path, or the table's. */
 static qcoll__path_t choose_path(qcoll_comm_t comm, const call_t *c,
                                  bool nccl_ok) {
@@ -478,7 +494,9 @@ static qcoll__path_t choose_path(qcoll_comm_t comm, const call_t *c,
   switch (forced) {
     case QCOLL_ALGO_ONESHOT: return QCOLL__PATH_ONESHOT;
     case QCOLL_ALGO_TWOSHOT: return QCOLL__PATH_TWOSHOT;
-    case QCOLL_ALGO_NCCL: return QCOLL__PATH_NCCL;
+    case QCOLL_ALGO_NCCL:
+      warn_forced_nccl(comm, c, nccl_ok);
+      return QCOLL__PATH_NCCL;
     case QCOLL_ALGO_HOST: return QCOLL__PATH_STAGED;
     case QCOLL_ALGO_IPC: return QCOLL__PATH_IPC;
     default: break;

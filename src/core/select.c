@@ -86,6 +86,9 @@ static bool crowded_gpu(const qcoll__select_in_t *in) {
   return in->gpu && in->ipc && !p2p &&
          in->ranks_per_gpu > qcoll__env_int("QCOLL_SHARED_GPU_NCCL_MAX_RANKS");
 }
+bool qcoll__select_nccl_stalls(const qcoll__select_in_t *in) {
+  return crowded_gpu(in);
+}
 static bool crowded_gpu_all_reduce(const qcoll__select_in_t *in) {
   return is_all_reduce_on_ipc(in) && crowded_gpu(in);
 }
