@@ -104,9 +104,9 @@ static bool slot_done(qcoll__nccl_watch_t *w, watch_slot_t *s, int async) {
 static void watch_check(qcoll__nccl_watch_t *w) {
   int async = NCCL_SUCCESS;
   int r = w->api.get_async_error(w->handle, &async);
-  int bad = r != NCCL_SUCCESS                                      ? r
+  int bad = r != NCCL_SUCCESS                                    ? r
             : async != NCCL_SUCCESS && async != NCCL_IN_PROGRESS ? async
-                                                                  : 0;
+                                                                 : 0;
   if (bad) {
     watch_fire(w, QCOLL_ERR_NCCL,
                "NCCL asynchronous error: %s (NCCL result %d); the watchdog "

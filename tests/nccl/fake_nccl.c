@@ -57,8 +57,9 @@ int fake_nccl_aborts(void) {
   return atomic_load(&fake_aborts);
 }
 int ncclCommGetAsyncError(void *comm, int *async_error) {
-  if (!comm || atomic_load(&fake_aborts) > 0) return must_not_be_called(
-      "ncclCommGetAsyncError on a NULL or aborted communicator");
+  if (!comm || atomic_load(&fake_aborts) > 0)
+    return must_not_be_called(
+        "ncclCommGetAsyncError on a NULL or aborted communicator");
   *async_error = atomic_load(&fake_async);
   return 0;
 }

@@ -51,7 +51,8 @@ static void load(const char *lib) {
   if (!h) fail("cannot load %s", dlerror());
   set_async = (void (*)(int))dlsym(h, "fake_nccl_set_async");
   aborts = (int (*)(void))dlsym(h, "fake_nccl_aborts");
-  wapi.get_async_error = (int (*)(void *, int *))dlsym(h, "ncclCommGetAsyncError");
+  wapi.get_async_error =
+      (int (*)(void *, int *))dlsym(h, "ncclCommGetAsyncError");
   wapi.abort = (int (*)(void *))dlsym(h, "ncclCommAbort");
   wapi.error_string = (const char *(*)(int))dlsym(h, "ncclGetErrorString");
   if (!set_async || !aborts || !wapi.get_async_error || !wapi.abort)
@@ -124,8 +125,8 @@ static void case_quiet(const qcoll__runtime_t *rt) {
   struct qcoll_comm comm = make_comm();
   set_async(0);
   atomic_store(&events_finish, true);
-  qcoll__nccl_watch_t *w = qcoll__nccl_watch_start(&comm, &fake_handle, &wapi,
-                                                   rt);
+  qcoll__nccl_watch_t *w =
+      qcoll__nccl_watch_start(&comm, &fake_handle, &wapi, rt);
   if (!w) fail("%s", "the watchdog did not start");
   for (int i = 0; i < 200; i++) {
     qcoll__nccl_watch_enqueued(w, "qcoll_all_reduce (ncclAllReduce)", NULL);
@@ -145,8 +146,8 @@ static void case_quiet(const qcoll__runtime_t *rt) {
 /* Work that never finishes (per NCCL's state or per its event). */
 static qcoll__nccl_watch_t *expect_timeout(struct qcoll_comm *comm,
                                            const qcoll__runtime_t *rt) {
-  qcoll__nccl_watch_t *w = qcoll__nccl_watch_start(comm, &fake_handle, &wapi,
-                                                   rt);
+  qcoll__nccl_watch_t *w =
+      qcoll__nccl_watch_start(comm, &fake_handle, &wapi, rt);
   if (!w) fail("%s", "the watchdog did not start");
   double t0 = now_s();
   qcoll__nccl_watch_enqueued(w, "qcoll_broadcast (ncclBroadcast)", NULL);
@@ -179,8 +180,8 @@ static void case_hang(const qcoll__runtime_t *rt) {
 static void case_async(const qcoll__runtime_t *rt) {
   struct qcoll_comm comm = make_comm();
   set_async(0);
-  qcoll__nccl_watch_t *w = qcoll__nccl_watch_start(&comm, &fake_handle, &wapi,
-                                                   rt);
+  qcoll__nccl_watch_t *w =
+      qcoll__nccl_watch_start(&comm, &fake_handle, &wapi, rt);
   if (!w) fail("%s", "the watchdog did not start");
   nap(0.1);
   set_async(NCCL_REMOTE_ERROR);
@@ -213,8 +214,9 @@ static void case_stall(const qcoll__runtime_t *rt, bool exits) {
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   printf("child exited with %d after %.3f s\n", code, took);
   if (exits && (code != QCOLL__STALL_EXIT_CODE || took > 3 * TIMEOUT_S))
-    fail("%s", "the stalled process did not exit with 70 a deadline after "
-               "the abort");
+    fail("%s",
+         "the stalled process did not exit with 70 a deadline after "
+         "the abort");
   if (!exits && (code != 0 || took < 4 * TIMEOUT_S))
     fail("%s", "with QCOLL_STALL_EXIT=0 the process did not stay");
 }
