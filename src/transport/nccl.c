@@ -1112,9 +1112,7 @@ static qcoll_status_t end(qcoll_comm_t comm, nccl_call_t *c, int r,
     describe(nccl_fn, c->handle, r, d, sizeof d);
     st = qcoll__error(comm, QCOLL_ERR_NCCL, "%s: %s", c->fn, d);
   } else {
-    char what[96];
-    snprintf(what, sizeof what, "%s (%s)", c->fn, nccl_fn);
-    qcoll__nccl_watch_enqueued(s->watch, what, c->stream);
+    qcoll__nccl_watch_enqueued(s->watch, c->fn, nccl_fn, c->stream);
   }
 out:
   qcoll__device_guard_exit(comm, &c->guard);

@@ -204,7 +204,7 @@ qcoll__nccl_watch_t *qcoll__nccl_watch_start(qcoll_comm_t comm, void *handle,
 }
 
 void qcoll__nccl_watch_enqueued(qcoll__nccl_watch_t *w, const char *fn,
-                                void *stream) {
+                                const char *nccl_fn, void *stream) {
   if (!w) return;
   bool capturing = false;
   if (w->rt->stream_is_capturing(stream, &capturing) != QCOLL_OK || capturing)
@@ -215,7 +215,7 @@ void qcoll__nccl_watch_enqueued(qcoll__nccl_watch_t *w, const char *fn,
     s->has_event = w->rt->event_record(&s->event, stream) == QCOLL_OK;
     s->pending = true;
     s->at = qcoll__now();
-    snprintf(s->fn, sizeof s->fn, "%s", fn);
+    snprintf(s->fn, sizeof s->fn, "%s (%s)", fn, nccl_fn);
     w->next = (w->next + 1) % WATCH_SLOTS;
   }
   pthread_mutex_unlock(&w->lock);

@@ -58,10 +58,10 @@ typedef struct qcoll__nccl_watch_api {
 qcoll__nccl_watch_t *qcoll__nccl_watch_start(qcoll_comm_t comm, void *handle,
                                              const qcoll__nccl_watch_api_t *api,
                                              const qcoll__runtime_t *rt);
-/* The call `fn` (as "qcoll_all_reduce (ncclAllReduce)") was enqueued on
- * stream.  Never blocks for long; safe with w NULL. */
+/* The call fn (qcoll's name) was enqueued on stream as nccl_fn.  Never
+ * blocks for long; safe with w NULL. */
 void qcoll__nccl_watch_enqueued(qcoll__nccl_watch_t *w, const char *fn,
-                                void *stream);
+                                const char *nccl_fn, void *stream);
 /* Whether the watchdog fired; if so, and status is not NULL, *status and
  * why (n bytes) get its error.  The handle is aborted then: do not use it. */
 bool qcoll__nccl_watch_fired(qcoll__nccl_watch_t *w, qcoll_status_t *status,

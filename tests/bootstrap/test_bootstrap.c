@@ -579,6 +579,25 @@ static void intruders_are_dropped_and_rendezvous_completes(void **state) {
   close(staller);
 }
 
+/* More stalled connections than the root's pool holds, made before any
+ * rank: the ranks still get in at once (the oldest stallers make room). */
+static void full_root_pool_drops_the_oldest(void **state) {
+  enum { STALLERS = 300 };
+  qcoll_unique_id_t id = start_root(CHECK_TIMEOUT);
+  qcoll__boot_id_t bid;
+  int stallers[STALLERS];
+  for (int i = 0; i < STALLERS; i++) stallers[i] = raw_connect(&id, &bid);
+  rank_ctx_t *c = run_ranks(&id, 3, NULL, 3, NULL, CHECK_TIMEOUT,
+                            body_allgather_check, NULL);
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(c[i].init_st, QCOLL_OK);
+    assert_int_equal(c[i].body_st, QCOLL_OK);
+    assert_true(c[i].init_s < 1.0);
+  }
+  free_ranks(c, 3);
+  for (int i = 0; i < STALLERS; i++) close(stallers[i]);
+}
+
 static void staller_is_dropped_at_its_deadline(void **state) {
   const double T = 2.0; /* hello deadline = min(T, 5 s) = 2 s */
   qcoll_unique_id_t id = start_root(T);
@@ -742,6 +761,11 @@ static void ring_socket_drops_intruders(void **state) {
       connect_addr(&r0_addr); /* right secret, wrong message */
   raw_send(rendezvous_hello, buf, qcoll__msg_encode_hello(&h, buf, sizeof buf));
   int staller = connect_addr(&r0_addr);
+  /* More stallers than the ring socket's pool holds: they push out each
+   * other, never the real rank 1 below. */
+  enum { STALLERS = 100 };
+  int stallers[STALLERS];
+  for (int i = 0; i < STALLERS; i++) stallers[i] = connect_addr(&r0_addr);
   assert_true(wait_hangup(garbage, 2.0) >= 0);
   assert_true(wait_hangup(wrong_secret, 2.0) >= 0);
   assert_true(wait_hangup(wrong_rank, 2.0) >= 0);
@@ -764,6 +788,7 @@ static void ring_socket_drops_intruders(void **state) {
   assert_int_equal(r0.init_st, QCOLL_OK);
   /* The staller was still connected: it did not hold up rank 0. */
   assert_true(r0.init_s < QCOLL_MIN(T, QCOLL__BOOT_HELLO_DEADLINE_S));
+  for (int i = 0; i < STALLERS; i++) close(stallers[i]);
 
   /* A barrier between the real rank 0 and this hand-made rank 1. */
   op_thread_t o = {&r0, 0, 0, QCOLL_OK, 0};
@@ -1115,6 +1140,7 @@ int main(int argc, char **argv) {
       {"intruders",
        cmocka_unit_test(intruders_are_dropped_and_rendezvous_completes)},
       {"intruders", cmocka_unit_test(staller_is_dropped_at_its_deadline)},
+      {"intruders", cmocka_unit_test(full_root_pool_drops_the_oldest)},
       {"intruders", cmocka_unit_test(ring_socket_drops_intruders)},
       {"failures", cmocka_unit_test(abort_unblocks_and_peer_sees_failure)},
       {"failures", cmocka_unit_test(comm_abort_unblocks_init)},

@@ -129,7 +129,7 @@ static void case_quiet(const qcoll__runtime_t *rt) {
       qcoll__nccl_watch_start(&comm, &fake_handle, &wapi, rt);
   if (!w) fail("%s", "the watchdog did not start");
   for (int i = 0; i < 200; i++) {
-    qcoll__nccl_watch_enqueued(w, "qcoll_all_reduce (ncclAllReduce)", NULL);
+    qcoll__nccl_watch_enqueued(w, "qcoll_all_reduce", "ncclAllReduce", NULL);
     nap(0.005);
   }
   nap(3 * TIMEOUT_S);
@@ -150,7 +150,7 @@ static qcoll__nccl_watch_t *expect_timeout(struct qcoll_comm *comm,
       qcoll__nccl_watch_start(comm, &fake_handle, &wapi, rt);
   if (!w) fail("%s", "the watchdog did not start");
   double t0 = now_s();
-  qcoll__nccl_watch_enqueued(w, "qcoll_broadcast (ncclBroadcast)", NULL);
+  qcoll__nccl_watch_enqueued(w, "qcoll_broadcast", "ncclBroadcast", NULL);
   char why[512] = "";
   qcoll_status_t st = QCOLL_OK;
   double after = wait_fired(w, 5 * TIMEOUT_S, &st, why, sizeof why);
