@@ -145,7 +145,11 @@ static void crowded_gpu_keeps_nccl_off_but_send_recv(void **state) {
                                                          : QCOLL__PATH_TWOSHOT);
       else
         assert_int_equal(p, QCOLL__PATH_IPC);
+      /* What forcing NCCL warns about: the same calls the table keeps off */
+      assert_int_equal(qcoll__select_nccl_stalls(&in),
+                       c != QCOLL__COLL_SEND && c != QCOLL__COLL_RECV);
       in.ranks_per_gpu = 2;
+      assert_false(qcoll__select_nccl_stalls(&in));
       if (bytes > ((size_t)16 << 20) && c != QCOLL__COLL_BARRIER)
         assert_int_equal(pick(in), QCOLL__PATH_NCCL);
     }
