@@ -211,6 +211,11 @@ void qcoll__nccl_watch_enqueued(qcoll__nccl_watch_t *w, const char *fn,
     return;
   pthread_mutex_lock(&w->lock);
   watch_slot_t *s = &w->slots[w->next];
+  /* Calls faster than the ticks would fill the ring with finished work and
+   * leave the next (maybe the stalling) call unwatched: a slot whose event
+   * says done is free at once. */
+  if (s->pending && s->has_event && slot_done(w, s, NCCL_SUCCESS))
+    s->pending = false;
   if (!s->pending && !atomic_load(&w->fired)) {
     s->has_event = w->rt->event_record(&s->event, stream) == QCOLL_OK;
     s->pending = true;

@@ -7,7 +7,8 @@
  *
  * Cases (deadline 0.5 s):
  *   quiet       work that finishes, 200 calls (more than the ring holds):
- *               nothing fires in 3 deadlines, NCCL never aborted
+ *               nothing fires in 3 deadlines, NCCL never aborted; then
+ *               1000 calls at once and one that stalls: that one is named
  *   hang        NCCL "in progress" forever, no device events: TIMEOUT
  *               naming the call within deadline + 0.3 s, one abort, the
  *               communicator broken, no NCCL call after the abort
@@ -59,22 +60,26 @@ static void load(const char *lib) {
     fail("%s is not the FAKE_WATCHED variant", lib);
 }
 
-/* ---- a runtime whose events finish when the test says --------------- */
+/* ---- a runtime whose events finish when the test says ----------------
+ * Each event holds the number of the call recorded in it last; work up to
+ * call `finished` has finished (all of it while events_finish is set). */
 
 static atomic_bool events_finish;
-static int event_storage;
+static atomic_long recorded, finished;
 static qcoll_status_t test_event_record(void **event, void *stream) {
   (void)stream;
-  *event = &event_storage;
+  if (!*event && !(*event = malloc(sizeof(long))))
+    return QCOLL_ERR_OUT_OF_MEMORY;
+  *(long *)*event = atomic_fetch_add(&recorded, 1) + 1;
   return QCOLL_OK;
 }
 static qcoll_status_t test_event_query(void *event, bool *done) {
-  (void)event;
-  *done = atomic_load(&events_finish);
+  *done = atomic_load(&events_finish) ||
+          *(const long *)event <= atomic_load(&finished);
   return QCOLL_OK;
 }
 static void test_event_destroy(void *event) {
-  (void)event;
+  free(event);
 }
 
 static qcoll__runtime_t with_events(void) {
@@ -133,14 +138,27 @@ static void case_quiet(const qcoll__runtime_t *rt) {
     nap(0.005);
   }
   nap(3 * TIMEOUT_S);
-  char why[512];
+  char why[512] = "";
   qcoll_status_t st = QCOLL_OK;
   if (qcoll__nccl_watch_fired(w, &st, why, sizeof why))
     fail("fired on work that finished: %s", why);
-  qcoll__nccl_watch_stop(w);
   if (aborts() != 0) fail("%s", "NCCL was aborted");
   if (atomic_load(&comm.state) != QCOLL_COMM_LIVE)
     fail("%s", "the communicator is not live");
+  /* Calls far faster than the ticks (1000 at once, the ring holds 64):
+   * finished slots are reused at once, so the one call that then stalls is
+   * still watched, and it alone is named. */
+  for (int i = 0; i < 1000; i++)
+    qcoll__nccl_watch_enqueued(w, "qcoll_all_reduce", "ncclAllReduce", NULL);
+  atomic_store(&finished, atomic_load(&recorded));
+  atomic_store(&events_finish, false);
+  qcoll__nccl_watch_enqueued(w, "qcoll_reduce", "ncclReduce", NULL);
+  if (wait_fired(w, 3 * TIMEOUT_S, &st, why, sizeof why) < 0 ||
+      !strstr(why, "qcoll_reduce (ncclReduce)"))
+    fail("a stall after 1000 quick calls was not caught: '%s'", why);
+  printf("after 1000 quick calls: %s\n", why);
+  qcoll__nccl_watch_stop(w);
+  if (aborts() != 1) fail("%s", "NCCL was not aborted exactly once");
 }
 
 /* Work that never finishes (per NCCL's state or per its event). */
