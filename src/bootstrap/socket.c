@@ -465,7 +465,9 @@ static void pending_evict_oldest(qcoll__pending_pool_t *pool,
 
 int qcoll__pending_accept(qcoll__pending_pool_t *pool, int listen_fd,
                           const qcoll__pending_handler_t *h) {
-  for (;;) {
+  /* At most a pool's worth per call, so a flood that connects as fast as
+   * this accepts cannot keep the caller from looking at what it has. */
+  for (int taken = 0; taken < pool->cap; taken++) {
     char peer[QCOLL__ADDRSTR_MAX];
     int fd = qcoll__sock_accept(listen_fd, peer, sizeof peer);
     if (fd < 0) return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : errno;
@@ -480,6 +482,7 @@ int qcoll__pending_accept(qcoll__pending_pool_t *pool, int listen_fd,
      * it is usually here already, so it never has to wait in the pool. */
     pending_progress(pool, pool->count - 1, h);
   }
+  return 0;
 }
 
 void qcoll__pending_service(qcoll__pending_pool_t *pool,

@@ -135,8 +135,9 @@ bool qcoll__pending_pool_init(qcoll__pending_pool_t *pool, int cap, size_t need,
                               double hello_s);
 /* Close every connection and free the pool. */
 void qcoll__pending_pool_free(qcoll__pending_pool_t *pool);
-/* Accept every connection waiting on listen_fd and read what each already
- * sent (a hello that is complete is handed to h->done at once).  Returns 0,
+/* Accept the connections waiting on listen_fd (at most the pool's
+ * capacity per call) and read what each already sent (a hello that is
+ * complete is handed to h->done at once).  Returns 0,
  * or the errno of an accept that failed for another reason than "none
  * left". */
 int qcoll__pending_accept(qcoll__pending_pool_t *pool, int listen_fd,
