@@ -139,6 +139,8 @@ typedef struct join {
   int listen_fd;
   qcoll__boot_addr_t listen; /* advertised ring address */
   qcoll__boot_addr_t next;   /* where rank+1 listens, once the root answered */
+  qcoll__bootstrap_t *bs;
+  qcoll__pending_pool_t pool; /* the ring socket's unauthenticated queue */
 } join_t;
 
 static qcoll_status_t join_error(join_t *j, qcoll__io_result_t r, int err,
@@ -227,6 +229,27 @@ static qcoll_status_t join_send_hello(join_t *j) {
   return QCOLL_OK;
 }
 
+static qcoll__io_result_t ring_queue_step(qcoll__bootstrap_t *bs,
+                                          qcoll__pending_pool_t *pool,
+                                          int listen_fd, int other_fd,
+                                          qcoll__deadline_t until,
+                                          bool *other_ready);
+
+/* Wait until the root's answer starts to arrive.  The ring socket's queue
+ * keeps moving meanwhile: a connection gets its hello deadline from when it
+ * came, not from when the root answers, and the kernel's backlog cannot
+ * fill up during a long rendezvous.  (rank-1 may even authenticate now.) */
+static qcoll__io_result_t join_wait_root(join_t *j, qcoll__deadline_t deadline) {
+  for (;;) {
+    bool ready = false;
+    qcoll__io_result_t r = ring_queue_step(j->bs, &j->pool, j->listen_fd,
+                                           j->root_fd, deadline, &ready);
+    if (r == QCOLL__IO_ABORTED || r == QCOLL__IO_ERROR) return r;
+    if (ready) return QCOLL__IO_OK;
+    if (qcoll__deadline_passed(deadline)) return QCOLL__IO_TIMEOUT;
+  }
+}
+
 static qcoll_status_t join_read_reply(join_t *j) {
   qcoll_comm_t comm = j->comm;
   double wait_s = comm->timeout_s + QCOLL__BOOT_GRACE_S;
@@ -234,8 +257,11 @@ static qcoll_status_t join_read_reply(join_t *j) {
   const char *doing = "waiting for the root's answer";
   uint8_t head[4];
   int err = 0;
-  qcoll__io_result_t r =
-      qcoll__io_recv_all(&j->io, j->root_fd, head, 4, deadline, &err);
+  qcoll__io_result_t r = QCOLL__IO_OK;
+  if (j->listen_fd >= 0) r = join_wait_root(j, deadline);
+  if (r == QCOLL__IO_ERROR) err = errno;
+  if (r == QCOLL__IO_OK)
+    r = qcoll__io_recv_all(&j->io, j->root_fd, head, 4, deadline, &err);
   if (r != QCOLL__IO_OK) return join_error(j, r, err, doing, wait_s);
 
   /* Every answer has a fixed bound: the root cannot make us allocate. */
@@ -358,68 +384,74 @@ static void ring_pending_done(void *ctx, qcoll__pending_t *p) {
   close(p->fd);
 }
 
+/* One wait of the ring socket's queue: poll listen_fd, the pending
+ * connections and other_fd (when not -1) until one has news or `until`
+ * (or a pending deadline) passes, then read what came and accept what
+ * waits.  *other_ready tells whether other_fd became readable. */
+static qcoll__io_result_t ring_queue_step(qcoll__bootstrap_t *bs,
+                                          qcoll__pending_pool_t *pool,
+                                          int listen_fd, int other_fd,
+                                          qcoll__deadline_t until,
+                                          bool *other_ready) {
+  const qcoll__pending_handler_t h = {ring_pending_done, ring_pending_drop, bs};
+  qcoll__io_t io = bs_io(bs);
+  struct pollfd fds[2 + RING_PENDING_MAX + 1];
+  nfds_t n = 0;
+  fds[n++] = (struct pollfd){other_fd, POLLIN, 0}; /* -1: ignored by poll */
+  fds[n++] = (struct pollfd){listen_fd, POLLIN, 0};
+  for (int i = 0; i < pool->count; i++)
+    fds[n++] = (struct pollfd){pool->items[i].fd, POLLIN, 0};
+  qcoll__deadline_t wake = {qcoll__pending_next_deadline(pool, until.at)};
+  qcoll__io_result_t r = qcoll__io_poll(&io, fds, n, wake);
+  if (r == QCOLL__IO_ABORTED || r == QCOLL__IO_ERROR) return r;
+  if (r != QCOLL__IO_OK)
+    for (nfds_t i = 0; i < n; i++) fds[i].revents = 0;
+  *other_ready = other_fd >= 0 && fds[0].revents;
+  qcoll__pending_service(pool, fds + 2, &h);
+  if (bs->prev_fd < 0 && fds[1].revents) {
+    int err = qcoll__pending_accept(pool, listen_fd, &h);
+    if (err != 0)
+      QLOG_WARN(bs->comm, BOOT, "bootstrap: ring socket accept failed: %s",
+                strerror(err));
+  }
+  return QCOLL__IO_OK;
+}
+
 /* Accept connections on listen_fd until rank-1 has authenticated.  Others
  * (stalled, garbage, wrong secret) only take a slot of the pending pool,
  * each for at most the hello deadline, and a full pool drops the oldest of
  * them, so no flood can keep rank-1 out or hold it up. */
-static qcoll_status_t ring_accept_prev(qcoll__bootstrap_t *bs, int listen_fd) {
+static qcoll_status_t ring_accept_prev(qcoll__bootstrap_t *bs,
+                                       qcoll__pending_pool_t *pool,
+                                       int listen_fd) {
   qcoll_comm_t comm = bs->comm;
-  qcoll__io_t io = bs_io(bs);
   int prev = (bs->rank - 1 + bs->nranks) % bs->nranks;
-  double hello_s = QCOLL_MIN(comm->timeout_s, QCOLL__BOOT_HELLO_DEADLINE_S);
   qcoll__deadline_t deadline = qcoll__comm_deadline(comm);
-  qcoll__pending_pool_t pool;
-  if (!qcoll__pending_pool_init(&pool, RING_PENDING_MAX,
-                                QCOLL__BOOT_RING_HELLO_BYTES, hello_s))
-    return qcoll__error(comm, QCOLL_ERR_OUT_OF_MEMORY,
-                        "bootstrap: cannot allocate the ring accept state");
-  const qcoll__pending_handler_t h = {ring_pending_done, ring_pending_drop, bs};
-  struct pollfd fds[1 + RING_PENDING_MAX + 1];
-  qcoll_status_t st = QCOLL_OK;
   while (bs->prev_fd < 0) {
-    nfds_t n = 0;
-    fds[n++] = (struct pollfd){listen_fd, POLLIN, 0};
-    for (int i = 0; i < pool.count; i++)
-      fds[n++] = (struct pollfd){pool.items[i].fd, POLLIN, 0};
-    qcoll__deadline_t wake = {qcoll__pending_next_deadline(&pool, deadline.at)};
-    qcoll__io_result_t r = qcoll__io_poll(&io, fds, n, wake);
-    if (r == QCOLL__IO_ABORTED) {
-      st = qcoll__error(comm, QCOLL_ERR_ABORTED,
-                        "bootstrap: aborted while waiting for rank %d to "
-                        "connect",
-                        prev);
-      break;
-    }
-    if (r == QCOLL__IO_ERROR) {
-      st = qcoll__error(comm, QCOLL_ERR_SYSTEM, "bootstrap: poll failed: %s",
-                        strerror(errno));
-      break;
-    }
-    if (r != QCOLL__IO_OK)
-      for (nfds_t i = 0; i < n; i++) fds[i].revents = 0;
-    qcoll__pending_service(&pool, fds + 1, &h);
-    if (bs->prev_fd < 0 && fds[0].revents) {
-      int err = qcoll__pending_accept(&pool, listen_fd, &h);
-      if (err != 0)
-        QLOG_WARN(comm, BOOT, "bootstrap: ring socket accept failed: %s",
-                  strerror(err));
-    }
-    if (bs->prev_fd < 0 && qcoll__deadline_passed(deadline)) {
-      st = qcoll__error(comm, QCOLL_ERR_TIMEOUT,
-                        "bootstrap: rank %d did not connect within %.1f s "
-                        "(QCOLL_TIMEOUT)",
-                        prev, comm->timeout_s);
-      break;
-    }
+    bool unused = false;
+    qcoll__io_result_t r =
+        ring_queue_step(bs, pool, listen_fd, -1, deadline, &unused);
+    if (r == QCOLL__IO_ABORTED)
+      return qcoll__error(comm, QCOLL_ERR_ABORTED,
+                          "bootstrap: aborted while waiting for rank %d to "
+                          "connect",
+                          prev);
+    if (r == QCOLL__IO_ERROR)
+      return qcoll__error(comm, QCOLL_ERR_SYSTEM, "bootstrap: poll failed: %s",
+                          strerror(errno));
+    if (bs->prev_fd < 0 && qcoll__deadline_passed(deadline))
+      return qcoll__error(comm, QCOLL_ERR_TIMEOUT,
+                          "bootstrap: rank %d did not connect within %.1f s "
+                          "(QCOLL_TIMEOUT)",
+                          prev, comm->timeout_s);
   }
-  qcoll__pending_pool_free(&pool);
-  return st;
+  return QCOLL_OK;
 }
 
 static qcoll_status_t ring_build(qcoll__bootstrap_t *bs, join_t *j) {
   qcoll_status_t st = ring_connect_next(bs, &j->next);
   if (st != QCOLL_OK) return st;
-  return ring_accept_prev(bs, j->listen_fd);
+  return ring_accept_prev(bs, &j->pool, j->listen_fd);
 }
 
 qcoll_status_t qcoll__bootstrap_init(qcoll_comm_t comm,
@@ -455,6 +487,15 @@ qcoll_status_t qcoll__bootstrap_init(qcoll_comm_t comm,
                         strerror(errno));
   memcpy(bs->secret, j.id.secret, sizeof bs->secret);
   j.io = bs_io(bs);
+  j.bs = bs;
+  double hello_s = QCOLL_MIN(comm->timeout_s, QCOLL__BOOT_HELLO_DEADLINE_S);
+  if (comm->nranks > 1 &&
+      !qcoll__pending_pool_init(&j.pool, RING_PENDING_MAX,
+                                QCOLL__BOOT_RING_HELLO_BYTES, hello_s)) {
+    bs_free(bs);
+    return qcoll__error(comm, QCOLL_ERR_OUT_OF_MEMORY,
+                        "bootstrap: cannot allocate the ring accept state");
+  }
   int listen_port = 0;
   QCHECK(join_connect(&j, &listen_port));
   if (comm->nranks != 1) QCHECK(join_listen_address(&j, listen_port));
@@ -468,6 +509,7 @@ qcoll_status_t qcoll__bootstrap_init(qcoll_comm_t comm,
   QLOG_INFO(comm, BOOT, "bootstrap: rank %d of %d joined through root %s",
             comm->rank, comm->nranks, j.root_str);
 out:
+  if (j.pool.items) qcoll__pending_pool_free(&j.pool);
   close_fd(&j.root_fd);
   close_fd(&j.listen_fd);
   if (st != QCOLL_OK) {

@@ -29,6 +29,7 @@
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/message.h"
 #include "core/comm.h"
+#include "../reliability/proc_readings.h"
 #include "qcoll.h"
 
 /* ---- ranks as threads ------------------------------------------------ */
@@ -598,6 +599,63 @@ static void full_root_pool_drops_the_oldest(void **state) {
   for (int i = 0; i < STALLERS; i++) close(stallers[i]);
 }
 
+static int connect_addr(const qcoll__boot_addr_t *a);
+
+/* A rank's ring socket keeps its queue moving while the rank waits for the
+ * root: a connection that sends nothing is dropped at its hello deadline,
+ * before the rendezvous ends, not queued until rank-1 is expected. */
+static void ring_socket_drops_stallers_during_rendezvous(void **state) {
+  /* The hello deadline is min(T, 5 s): with T = 8 s a staller goes at 5 s,
+   * while the rendezvous still waits for rank 1. */
+  const double T = 8.0, H = QCOLL__BOOT_HELLO_DEADLINE_S;
+  int before[64];
+  int nbefore = proc_listen_ports(getpid(), before, 64);
+  qcoll_unique_id_t id = start_root(T);
+  rank_ctx_t r0;
+  memset(&r0, 0, sizeof r0);
+  comm_setup(&r0.comm, 0, 2, T);
+  r0.id = id;
+  pthread_t t;
+  pthread_create(&t, NULL, rank_main, &r0);
+  /* Rank 0's ring port: the one new listener that is not the root's. */
+  qcoll__boot_id_t bid;
+  assert_int_equal(qcoll__id_decode(&id, &bid, NULL), QCOLL__MSG_OK);
+  int ring_port = 0;
+  for (int tries = 0; tries < 2000 && !ring_port; tries++) {
+    int now[64];
+    int n = proc_listen_ports(getpid(), now, 64);
+    for (int i = 0; i < n && !ring_port; i++) {
+      bool old = now[i] == bid.root.port;
+      for (int k = 0; k < nbefore; k++) old = old || now[i] == before[k];
+      if (!old) ring_port = now[i];
+    }
+    if (!ring_port) usleep(1000);
+  }
+  assert_true(ring_port > 0);
+  qcoll__boot_addr_t a = {.family = 4, .port = (uint16_t)ring_port};
+  a.ip[0] = 127, a.ip[3] = 1;
+  int staller = connect_addr(&a);
+  double hung_up = wait_hangup(staller, H + 2.0);
+  printf("staller at rank 0's ring socket dropped after %.2f s, rank 1 not "
+         "yet started (hello deadline %.1f s)\n",
+         hung_up, H);
+  assert_true(hung_up >= H - 0.5 && hung_up <= H + 1.0);
+  close(staller);
+  /* Now rank 1: the rendezvous completes. */
+  rank_ctx_t r1;
+  memset(&r1, 0, sizeof r1);
+  comm_setup(&r1.comm, 1, 2, T);
+  r1.id = id;
+  rank_main(&r1);
+  pthread_join(t, NULL);
+  assert_int_equal(r0.init_st, QCOLL_OK);
+  assert_int_equal(r1.init_st, QCOLL_OK);
+  qcoll__bootstrap_destroy(r0.bs);
+  qcoll__bootstrap_destroy(r1.bs);
+  pthread_mutex_destroy(&r0.comm.error_lock);
+  pthread_mutex_destroy(&r1.comm.error_lock);
+}
+
 static void staller_is_dropped_at_its_deadline(void **state) {
   const double T = 2.0; /* hello deadline = min(T, 5 s) = 2 s */
   qcoll_unique_id_t id = start_root(T);
@@ -1141,6 +1199,8 @@ int main(int argc, char **argv) {
        cmocka_unit_test(intruders_are_dropped_and_rendezvous_completes)},
       {"intruders", cmocka_unit_test(staller_is_dropped_at_its_deadline)},
       {"intruders", cmocka_unit_test(full_root_pool_drops_the_oldest)},
+      {"intruders",
+       cmocka_unit_test(ring_socket_drops_stallers_during_rendezvous)},
       {"intruders", cmocka_unit_test(ring_socket_drops_intruders)},
       {"failures", cmocka_unit_test(abort_unblocks_and_peer_sees_failure)},
       {"failures", cmocka_unit_test(comm_abort_unblocks_init)},

@@ -40,6 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "proc_readings.h"
 #include "qcoll.h"
 
 #define STALLED 40
@@ -94,56 +95,6 @@ static int rank_main(int rank, int nranks, const qcoll_unique_id_t *id,
 
 /* ---- finding a process's listening TCP ports -------------------------- */
 
-/* The inodes of the sockets pid has open. */
-static int socket_inodes(pid_t pid, unsigned long *out, int cap) {
-  char dir[64];
-  snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
-  DIR *d = opendir(dir);
-  if (!d) return 0;
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) && n < cap) {
-    char path[320], link[64];
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    ssize_t k = readlink(path, link, sizeof link - 1);
-    if (k <= 0) continue;
-    link[k] = '\0';
-    unsigned long ino;
-    if (sscanf(link, "socket:[%lu]", &ino) == 1) out[n++] = ino;
-  }
-  closedir(d);
-  return n;
-}
-
-/* The ports pid listens on (state 0A in /proc/pid/net/tcp or tcp6, on one
- * of its own sockets). */
-static int listen_ports(pid_t pid, int *ports, int cap) {
-  unsigned long inodes[256];
-  int ni = socket_inodes(pid, inodes, 256), n = 0;
-  static const char *const tables[] = {"tcp", "tcp6"};
-  for (int t = 0; t < 2; t++) {
-    char path[64], line[512];
-    snprintf(path, sizeof path, "/proc/%d/net/%s", (int)pid, tables[t]);
-    FILE *f = fopen(path, "r");
-    if (!f) continue;
-    while (fgets(line, sizeof line, f) && n < cap) {
-      char local[64];
-      unsigned state;
-      unsigned long ino;
-      if (sscanf(line, " %*d: %63s %*s %x %*s %*s %*s %*s %*s %lu", local,
-                 &state, &ino) != 3 ||
-          state != 0x0A)
-        continue;
-      char *colon = strrchr(local, ':');
-      for (int i = 0; i < ni; i++)
-        if (inodes[i] == ino && colon)
-          ports[n++] = (int)strtol(colon + 1, NULL, 16);
-    }
-    fclose(f);
-  }
-  return n;
-}
-
 static bool contains(const int *v, int n, int x) {
   for (int i = 0; i < n; i++)
     if (v[i] == x) return true;
@@ -153,7 +104,7 @@ static bool contains(const int *v, int n, int x) {
 /* A port pid listens on that is not among the n in `known`; 0 if none. */
 static int new_listen_port(pid_t pid, const int *known, int n) {
   int ports[64];
-  int k = listen_ports(pid, ports, 64);
+  int k = proc_listen_ports(pid, ports, 64);
   for (int i = 0; i < k; i++)
     if (!contains(known, n, ports[i])) return ports[i];
   return 0;
@@ -249,7 +200,7 @@ static void *flood_thread(void *arg) {
 static double run_job(int nranks, bool flooded) {
   /* Roots of earlier jobs may still be closing: the new ports are ours. */
   int known[66];
-  int nknown = listen_ports(getpid(), known, 64);
+  int nknown = proc_listen_ports(getpid(), known, 64);
   qcoll_unique_id_t id;
   qcoll_status_t st = qcoll_get_unique_id(&id);
   if (st != QCOLL_OK) {
