@@ -239,7 +239,8 @@ static qcoll__io_result_t ring_queue_step(qcoll__bootstrap_t *bs,
  * keeps moving meanwhile: a connection gets its hello deadline from when it
  * came, not from when the root answers, and the kernel's backlog cannot
  * fill up during a long rendezvous.  (rank-1 may even authenticate now.) */
-static qcoll__io_result_t join_wait_root(join_t *j, qcoll__deadline_t deadline) {
+static qcoll__io_result_t join_wait_root(join_t *j,
+                                         qcoll__deadline_t deadline) {
   for (;;) {
     bool ready = false;
     qcoll__io_result_t r = ring_queue_step(j->bs, &j->pool, j->listen_fd,

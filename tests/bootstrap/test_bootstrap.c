@@ -636,9 +636,10 @@ static void ring_socket_drops_stallers_during_rendezvous(void **state) {
   a.ip[0] = 127, a.ip[3] = 1;
   int staller = connect_addr(&a);
   double hung_up = wait_hangup(staller, H + 2.0);
-  printf("staller at rank 0's ring socket dropped after %.2f s, rank 1 not "
-         "yet started (hello deadline %.1f s)\n",
-         hung_up, H);
+  printf(
+      "staller at rank 0's ring socket dropped after %.2f s, rank 1 not "
+      "yet started (hello deadline %.1f s)\n",
+      hung_up, H);
   assert_true(hung_up >= H - 0.5 && hung_up <= H + 1.0);
   close(staller);
   /* Now rank 1: the rendezvous completes. */
