@@ -16,7 +16,11 @@
  *
  * Firing aborts the NCCL communicator (ncclCommAbort makes NCCL's kernels
  * leave their waits), marks the communicator broken and keeps the error,
- * which qcoll_comm_get_async_error() and the next NCCL call return.  If the
+ * which qcoll_comm_get_async_error() and the next NCCL call return; no
+ * NCCL call is made on the handle after that.  An NCCL call the user's
+ * thread is inside at the very moment of the abort is interrupted by it,
+ * as with any abort from another thread (the way out of a call that hangs);
+ * in the usual stall the user's thread waits on its stream, not in NCCL.  If the
  * work still has not finished another timeout_s after the abort, no host
  * call can end it (a kernel cannot be stopped from outside; the CUDA
  * context can only go with the process): the watchdog logs that and, with

@@ -601,6 +601,17 @@ static void full_root_pool_drops_the_oldest(void **state) {
 
 static int connect_addr(const qcoll__boot_addr_t *a);
 
+/* Rank 0 of a world of 2 joining in a thread of its own. */
+static pthread_t start_rank0_of_2(rank_ctx_t *r0, const qcoll_unique_id_t *id,
+                                  double timeout_s) {
+  memset(r0, 0, sizeof *r0);
+  comm_setup(&r0->comm, 0, 2, timeout_s);
+  r0->id = *id;
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, rank_main, r0), 0);
+  return t;
+}
+
 /* A rank's ring socket keeps its queue moving while the rank waits for the
  * root: a connection that sends nothing is dropped at its hello deadline,
  * before the rendezvous ends, not queued until rank-1 is expected. */
@@ -612,11 +623,7 @@ static void ring_socket_drops_stallers_during_rendezvous(void **state) {
   int nbefore = proc_listen_ports(getpid(), before, 64);
   qcoll_unique_id_t id = start_root(T);
   rank_ctx_t r0;
-  memset(&r0, 0, sizeof r0);
-  comm_setup(&r0.comm, 0, 2, T);
-  r0.id = id;
-  pthread_t t;
-  pthread_create(&t, NULL, rank_main, &r0);
+  pthread_t t = start_rank0_of_2(&r0, &id, T);
   /* Rank 0's ring port: the one new listener that is not the root's. */
   qcoll__boot_id_t bid;
   assert_int_equal(qcoll__id_decode(&id, &bid, NULL), QCOLL__MSG_OK);
@@ -773,11 +780,7 @@ static void ring_socket_drops_intruders(void **state) {
   assert_int_equal(qcoll__id_decode(&id, &bid, NULL), QCOLL__MSG_OK);
 
   rank_ctx_t r0;
-  memset(&r0, 0, sizeof r0);
-  comm_setup(&r0.comm, 0, 2, T);
-  r0.id = id;
-  pthread_t t;
-  pthread_create(&t, NULL, rank_main, &r0);
+  pthread_t t = start_rank0_of_2(&r0, &id, T);
 
   /* Join the rendezvous as rank 1. */
   int lport;
