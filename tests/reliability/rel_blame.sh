@@ -10,8 +10,8 @@ run=$1
 runs=${2:-5}
 rank_script='
 case $QCOLL_RANK in
-  0) sleep 0.2; kill -STOP $PPID; sleep 0.6; kill -CONT $PPID; sleep 30 ;;
-  1) sleep 0.5; exit 1 ;;
+  0) sleep 0.2; kill -STOP $PPID; sleep 1.3; kill -CONT $PPID; sleep 30 ;;
+  1) sleep 0.9; exit 1 ;;
   2) sleep 0.4; kill -KILL $$ ;;
 esac'
 fails=0
