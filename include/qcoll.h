@@ -60,8 +60,9 @@ typedef enum qcoll_status {
    *  out of range, buffer on the wrong device...).  Nothing was enqueued and
    *  the communicator stays usable. */
   QCOLL_ERR_INVALID_ARGUMENT = -1,
-  /** The call is not valid in the communicator's current state (destroyed,
-   *  aborted, broken by an earlier failure). */
+  /** The call is not valid in the communicator's current state: destroyed
+   *  (or a pointer no init returned), or broken by an earlier failure.  An
+   *  aborted communicator answers QCOLL_ERR_ABORTED instead. */
   QCOLL_ERR_INVALID_USAGE = -2,
   /** An operating-system call failed (socket, shared memory, fork...). */
   QCOLL_ERR_SYSTEM = -3,
@@ -168,8 +169,11 @@ typedef struct qcoll_config {
   size_t size;         /**< sizeof(qcoll_config_t), set by qcoll_config_init */
   int device;          /**< CUDA device, QCOLL_DEVICE_CURRENT (default) or
                             QCOLL_DEVICE_NONE */
-  double timeout_s;    /**< deadline of every wait in seconds; 0 = the
-                            QCOLL_TIMEOUT environment variable (default 300) */
+  double timeout_s;    /**< deadline of every wait in seconds, the
+                            rendezvous included (each rank tells the root
+                            its deadline; the root keeps the smallest); 0 =
+                            the QCOLL_TIMEOUT environment variable (default
+                            300) */
   const char *host_id; /**< identity of this host; NULL = QCOLL_HOST_ID or
                             the hostname.  Ranks with equal ids share memory */
 } qcoll_config_t;
@@ -186,13 +190,19 @@ qcoll_status_t qcoll_config_init(qcoll_config_t *config);
  *  communicator's initialisation and then exits; the calling process must
  *  therefore live until every rank has called qcoll_comm_init_rank() with
  *  this id.  The address advertised is QCOLL_ROOT_ADDR if set, else this
- *  host's first non-loopback IPv4 address, else 127.0.0.1. */
+ *  host's first non-loopback IPv4 address, else 127.0.0.1.  Its deadline
+ *  for the ranks to arrive is the smallest timeout the ranks declare
+ *  (qcoll_config_t.timeout_s, else their QCOLL_TIMEOUT), counted from the
+ *  first rank's arrival, so a missing rank is named before any rank gives
+ *  up waiting. */
 qcoll_status_t qcoll_get_unique_id(qcoll_unique_id_t *id);
 
 /** Write id as 2*QCOLL_UNIQUE_ID_BYTES lowercase hex digits plus a NUL into
  *  out (which must have room for 2*QCOLL_UNIQUE_ID_BYTES+1 bytes). */
 qcoll_status_t qcoll_unique_id_to_hex(const qcoll_unique_id_t *id, char *out);
-/** Parse the hex form written by qcoll_unique_id_to_hex(). */
+/** Parse the hex form written by qcoll_unique_id_to_hex().  Input of the
+ *  wrong length or with a non-hex digit is QCOLL_ERR_INVALID_ARGUMENT and
+ *  leaves *id unchanged. */
 qcoll_status_t qcoll_unique_id_from_hex(const char *hex, qcoll_unique_id_t *id);
 
 /** Create this rank's communicator.  Collective over nranks processes that
@@ -224,10 +234,19 @@ qcoll_status_t qcoll_comm_init_env(qcoll_comm_t *comm,
 qcoll_status_t qcoll_comm_destroy(qcoll_comm_t comm);
 
 /** Abort a communicator: every wait in progress on it, in any thread,
- *  returns QCOLL_ERR_ABORTED promptly, and every later call fails the same
- *  way.  Peers waiting on this rank see QCOLL_ERR_PEER_FAILURE.  Call
+ *  returns QCOLL_ERR_ABORTED promptly, and every later collective, send,
+ *  recv and barrier fails the same way.  The queries (qcoll_comm_rank,
+ *  _size, _device, _last_error, _get_async_error) still answer, so the
+ *  failure can be logged with the rank that saw it; abort again is
+ *  QCOLL_OK.  Peers waiting on this rank see QCOLL_ERR_PEER_FAILURE.  Call
  *  qcoll_comm_destroy() afterwards to free the resources.  Never blocks. */
 qcoll_status_t qcoll_comm_abort(qcoll_comm_t comm);
+
+/* The queries below answer on a live, broken or aborted communicator.  A
+ * NULL comm is QCOLL_ERR_INVALID_ARGUMENT; a destroyed one (or any pointer
+ * that no init returned) is QCOLL_ERR_INVALID_USAGE, as for every call that
+ * takes a communicator.  A NULL output pointer is
+ * QCOLL_ERR_INVALID_ARGUMENT. */
 
 /** This rank's index in [0, size). */
 qcoll_status_t qcoll_comm_rank(qcoll_comm_t comm, int *rank);
@@ -237,7 +256,8 @@ qcoll_status_t qcoll_comm_size(qcoll_comm_t comm, int *size);
 qcoll_status_t qcoll_comm_device(qcoll_comm_t comm, int *device);
 
 /** Human-readable reason of the last failure on comm ("" if none).  The
- *  pointer stays valid until the next call on comm. */
+ *  pointer stays valid until the next call on comm.  Never NULL: a NULL or
+ *  destroyed comm gives a constant text saying so. */
 const char *qcoll_comm_last_error(qcoll_comm_t comm);
 
 /** Error raised by asynchronous work (GPU kernels whose peer never
@@ -291,7 +311,10 @@ qcoll_status_t qcoll_all_to_all(const void *sendbuf, void *recvbuf,
                                 qcoll_comm_t comm, void *stream);
 
 /** Send count elements to peer, which must call qcoll_recv with the same
- *  count and dtype.  On the host back end a message that fits the pair's
+ *  count and dtype.  peer must be another rank: a send or recv to oneself is
+ *  QCOLL_ERR_INVALID_ARGUMENT (there is no grouping of calls, so a rank's
+ *  send could never be outstanding together with its own recv; copy the
+ *  buffer instead).  On the host back end a message that fits the pair's
  *  buffer (QCOLL_P2P_BYTES) returns at once; a larger one streams and
  *  returns when the peer has taken it.  GPU buffers on one host: the same
  *  holds for the work enqueued on `stream` (buffer QCOLL_IPC_P2P_BYTES),
@@ -419,8 +442,10 @@ qcoll_status_t qcoll_env_describe(int i, const char **name,
 
 /** Write the selection table (which path serves which call, first match
  *  wins, with the thresholds in force) as text into buf.  *needed (if not
- *  NULL) gets the bytes required including the NUL; a buffer too small is
- *  QCOLL_ERR_INVALID_ARGUMENT.  Used by qcoll-info. */
+ *  NULL) gets the bytes required including the NUL.  A size query (buf
+ *  NULL or len 0, needed not NULL) writes nothing and returns QCOLL_OK; a
+ *  buffer too small is QCOLL_ERR_INVALID_ARGUMENT (*needed still set), as
+ *  is a call with neither a buffer nor needed.  Used by qcoll-info. */
 qcoll_status_t qcoll_selection_table_format(char *buf, size_t len,
                                             size_t *needed);
 

@@ -100,6 +100,14 @@ static inline double qcoll__deadline_left(qcoll__deadline_t d) {
 /* Fill buf with n cryptographically random bytes (getrandom). */
 qcoll_status_t qcoll__random_bytes(void *buf, size_t n);
 
+/* The end of a public formatting function that wrote `used` characters
+ * (without the NUL) into buf of len bytes: sets *needed, and treats a NULL
+ * buf or a len of 0 as a size query (QCOLL_OK, nothing written; refused
+ * when needed is NULL too, since nothing would come back); a buffer too
+ * small is QCOLL_ERR_INVALID_ARGUMENT naming fn. */
+qcoll_status_t qcoll__format_result(const char *fn, char *buf, size_t len,
+                                    size_t used, size_t *needed);
+
 /* a*b without overflow; false when it would overflow. */
 static inline bool qcoll__mul_size(size_t a, size_t b, size_t *out) {
   return !__builtin_mul_overflow(a, b, out);

@@ -144,6 +144,15 @@ static const env_entry_t env_table[] = {
      "one made at init (no launch thread per call); 0: every NCCL call stays "
      "non-blocking and under QCOLL_TIMEOUT",
      ENV_BOOL, FIELD(nccl_blocking), 0, 0},
+    {"QCOLL_NCCL_WATCHDOG", "1",
+     "1: a thread per NCCL communicator polls NCCL's asynchronous error and "
+     "aborts NCCL when work qcoll enqueued is still running after "
+     "QCOLL_TIMEOUT; 0: off",
+     ENV_BOOL, FIELD(nccl_watchdog), 0, 0},
+    {"QCOLL_STALL_EXIT", "1",
+     "1: when GPU work is still running QCOLL_TIMEOUT after the watchdog "
+     "aborted NCCL, end the process (exit code 70) instead of hanging",
+     ENV_BOOL, FIELD(stall_exit), 0, 0},
     {"QCOLL_DISABLE_CUDA", "0",
      "1: never load or use CUDA, even when a GPU is present",
      ENV_BOOL, FIELD(disable_cuda), 0, 0},

@@ -46,6 +46,8 @@ typedef struct qcoll__config {
   size_t shared_gpu_ipc_max_bytes;     /* QCOLL_SHARED_GPU_IPC_MAX_BYTES */
   long long shared_gpu_nccl_max_ranks; /* QCOLL_SHARED_GPU_NCCL_MAX_RANKS */
   bool nccl_blocking;                  /* QCOLL_NCCL_BLOCKING */
+  bool nccl_watchdog;                  /* QCOLL_NCCL_WATCHDOG */
+  bool stall_exit;                     /* QCOLL_STALL_EXIT */
   bool disable_cuda;                   /* QCOLL_DISABLE_CUDA */
 } qcoll__config_t;
 

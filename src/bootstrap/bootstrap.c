@@ -46,8 +46,9 @@
 #include "message.h"
 #include "socket.h"
 
-/* Unauthenticated connections a rank's ring socket holds at once. */
-#define RING_PENDING_MAX 16
+/* Unauthenticated connections a rank's ring socket holds at once (a new one
+ * beyond them pushes out the one that has waited longest). */
+#define RING_PENDING_MAX 64
 /* How long a failing rank tries to hand its report to neighbours whose
  * socket buffers are full: it is about to give up on them anyway. */
 #define RING_REPORT_SEND_S 0.1
@@ -138,6 +139,8 @@ typedef struct join {
   int listen_fd;
   qcoll__boot_addr_t listen; /* advertised ring address */
   qcoll__boot_addr_t next;   /* where rank+1 listens, once the root answered */
+  qcoll__bootstrap_t *bs;
+  qcoll__pending_pool_t pool; /* the ring socket's unauthenticated queue */
 } join_t;
 
 static qcoll_status_t join_error(join_t *j, qcoll__io_result_t r, int err,
@@ -199,6 +202,13 @@ static qcoll_status_t join_connect(join_t *j, int *listen_port) {
   return QCOLL_OK;
 }
 
+/* The deadline the hello tells the root, in ms (at least 1: 0 means none). */
+static uint32_t hello_timeout_ms(double timeout_s) {
+  double ms = timeout_s * 1000.0;
+  if (ms >= (double)UINT32_MAX) return UINT32_MAX;
+  return ms < 1.0 ? 1u : (uint32_t)ms;
+}
+
 static qcoll_status_t join_send_hello(join_t *j) {
   qcoll__ctx_t *comm = j->comm;
   qcoll__boot_hello_t h;
@@ -207,6 +217,7 @@ static qcoll_status_t join_send_hello(join_t *j) {
   h.rank = comm->rank;
   h.nranks = comm->nranks;
   h.listen = j->listen;
+  h.timeout_ms = hello_timeout_ms(comm->timeout_s);
   uint8_t buf[QCOLL__BOOT_HELLO_BYTES];
   size_t n = qcoll__msg_encode_hello(&h, buf, sizeof buf);
   int err = 0;
@@ -218,6 +229,28 @@ static qcoll_status_t join_send_hello(join_t *j) {
   return QCOLL_OK;
 }
 
+static qcoll__io_result_t ring_queue_step(qcoll__bootstrap_t *bs,
+                                          qcoll__pending_pool_t *pool,
+                                          int listen_fd, int other_fd,
+                                          qcoll__deadline_t until,
+                                          bool *other_ready);
+
+/* Wait until the root's answer starts to arrive.  The ring socket's queue
+ * keeps moving meanwhile: a connection gets its hello deadline from when it
+ * came, not from when the root answers, and the kernel's backlog cannot
+ * fill up during a long rendezvous.  (rank-1 may even authenticate now.) */
+static qcoll__io_result_t join_wait_root(join_t *j,
+                                         qcoll__deadline_t deadline) {
+  for (;;) {
+    bool ready = false;
+    qcoll__io_result_t r = ring_queue_step(j->bs, &j->pool, j->listen_fd,
+                                           j->root_fd, deadline, &ready);
+    if (r == QCOLL__IO_ABORTED || r == QCOLL__IO_ERROR) return r;
+    if (ready) return QCOLL__IO_OK;
+    if (qcoll__deadline_passed(deadline)) return QCOLL__IO_TIMEOUT;
+  }
+}
+
 static qcoll_status_t join_read_reply(join_t *j) {
   qcoll__ctx_t *comm = j->comm;
   double wait_s = comm->timeout_s + QCOLL__BOOT_GRACE_S;
@@ -225,8 +258,11 @@ static qcoll_status_t join_read_reply(join_t *j) {
   const char *doing = "waiting for the root's answer";
   uint8_t head[4];
   int err = 0;
-  qcoll__io_result_t r =
-      qcoll__io_recv_all(&j->io, j->root_fd, head, 4, deadline, &err);
+  qcoll__io_result_t r = QCOLL__IO_OK;
+  if (j->listen_fd >= 0) r = join_wait_root(j, deadline);
+  if (r == QCOLL__IO_ERROR) err = errno;
+  if (r == QCOLL__IO_OK)
+    r = qcoll__io_recv_all(&j->io, j->root_fd, head, 4, deadline, &err);
   if (r != QCOLL__IO_OK) return join_error(j, r, err, doing, wait_s);
 
   /* Every answer has a fixed bound: the root cannot make us allocate. */
@@ -325,107 +361,98 @@ static bool ring_hello_ok(const qcoll__bootstrap_t *bs,
   return true;
 }
 
-/* Accept connections on listen_fd until rank-1 has authenticated. */
-static qcoll_status_t ring_accept_prev(qcoll__bootstrap_t *bs, int listen_fd) {
-  qcoll__ctx_t *comm = bs->comm;
-  qcoll__io_t io = bs_io(bs);
-  int prev = (bs->rank - 1 + bs->nranks) % bs->nranks;
-  double hello_s = QCOLL_MIN(comm->timeout_s, QCOLL__BOOT_HELLO_DEADLINE_S);
-  qcoll__deadline_t deadline = qcoll__ctx_deadline(comm);
-  qcoll__pending_pool_t pool;
-  if (!qcoll__pending_pool_init(&pool, RING_PENDING_MAX))
-    return qcoll__error(comm, QCOLL_ERR_OUT_OF_MEMORY,
-                        "bootstrap: cannot allocate the ring accept state");
-  struct pollfd fds[1 + RING_PENDING_MAX + 1];
-  qcoll_status_t st = QCOLL_OK;
-  while (bs->prev_fd < 0) {
-    nfds_t n = 0;
-    fds[n++] = (struct pollfd){listen_fd, POLLIN, 0};
-    for (int i = 0; i < pool.count; i++)
-      fds[n++] = (struct pollfd){pool.items[i].fd, POLLIN, 0};
-    qcoll__deadline_t wake = deadline;
-    for (int i = 0; i < pool.count; i++)
-      if (pool.items[i].deadline.at < wake.at) wake = pool.items[i].deadline;
-    qcoll__io_result_t r = qcoll__io_poll(&io, fds, n, wake);
-    if (r == QCOLL__IO_ABORTED) {
-      st = qcoll__error(comm, QCOLL_ERR_ABORTED,
-                        "bootstrap: aborted while waiting for rank %d to "
-                        "connect",
-                        prev);
-      break;
-    }
-    if (r == QCOLL__IO_ERROR) {
-      st = qcoll__error(comm, QCOLL_ERR_SYSTEM, "bootstrap: poll failed: %s",
-                        strerror(errno));
-      break;
-    }
-    for (int i = pool.count - 1; i >= 0 && r == QCOLL__IO_OK; i--) {
-      qcoll__pending_t *p = &pool.items[i];
-      char why[QCOLL__BOOT_WHY_MAX + 64];
-      qcoll__pending_result_t res = QCOLL__PENDING_MORE;
-      if (fds[1 + i].revents) res = qcoll__pending_read(p, why, sizeof why);
-      if (res == QCOLL__PENDING_MORE && qcoll__deadline_passed(p->deadline)) {
-        snprintf(why, sizeof why,
-                 "sent %zu of the %zu bytes of a hello within "
-                 "%.1f s",
-                 p->have, p->need, hello_s);
-        res = QCOLL__PENDING_DROP;
-      }
-      if (res == QCOLL__PENDING_MORE) continue;
-      if (res == QCOLL__PENDING_DONE && ring_hello_ok(bs, p, why, sizeof why)) {
-        bs->prev_fd = p->fd;
-      } else {
-        QLOG_WARN(comm, BOOT,
-                  "bootstrap: ring socket dropped connection from "
-                  "%s: %s",
-                  p->peer, why);
-        close(p->fd);
-      }
-      qcoll__pending_pool_remove(&pool, i);
-    }
-    /* Expire stale ones also when poll timed out on their deadline. */
-    for (int i = pool.count - 1; i >= 0 && r != QCOLL__IO_OK; i--) {
-      qcoll__pending_t *p = &pool.items[i];
-      if (!qcoll__deadline_passed(p->deadline)) continue;
-      QLOG_WARN(comm, BOOT,
-                "bootstrap: ring socket dropped connection from "
-                "%s: sent %zu of the %zu bytes of a hello within %.1f s",
-                p->peer, p->have, p->need, hello_s);
-      close(p->fd);
-      qcoll__pending_pool_remove(&pool, i);
-    }
-    if (bs->prev_fd >= 0) break;
-    if (r == QCOLL__IO_OK && fds[0].revents) {
-      for (;;) {
-        char peer[QCOLL__ADDRSTR_MAX];
-        int fd = qcoll__sock_accept(listen_fd, peer, sizeof peer);
-        if (fd < 0) break;
-        if (!qcoll__pending_pool_add(&pool, fd, peer,
-                                     QCOLL__BOOT_RING_HELLO_BYTES, hello_s)) {
-          QLOG_WARN(comm, BOOT,
-                    "bootstrap: ring socket dropped connection "
-                    "from %s: too many connections waiting",
-                    peer);
-          close(fd);
-        }
-      }
-    }
-    if (qcoll__deadline_passed(deadline)) {
-      st = qcoll__error(comm, QCOLL_ERR_TIMEOUT,
-                        "bootstrap: rank %d did not connect within %.1f s "
-                        "(QCOLL_TIMEOUT)",
-                        prev, comm->timeout_s);
-      break;
-    }
+static void ring_pending_drop(void *ctx, const qcoll__pending_t *p,
+                              const char *why) {
+  const qcoll__bootstrap_t *bs = ctx;
+  QLOG_WARN(bs->comm, BOOT,
+            "bootstrap: ring socket dropped connection from %s: %s", p->peer,
+            why);
+}
+
+/* A complete hello: rank-1's becomes the ring's connection, any other is
+ * dropped. */
+static void ring_pending_done(void *ctx, qcoll__pending_t *p) {
+  qcoll__bootstrap_t *bs = ctx;
+  char why[QCOLL__BOOT_WHY_MAX + 64];
+  if (bs->prev_fd < 0 && ring_hello_ok(bs, p, why, sizeof why)) {
+    bs->prev_fd = p->fd;
+    return;
   }
-  qcoll__pending_pool_free(&pool);
-  return st;
+  if (bs->prev_fd >= 0)
+    snprintf(why, sizeof why, "rank %d is already here",
+             (bs->rank - 1 + bs->nranks) % bs->nranks);
+  ring_pending_drop(bs, p, why);
+  close(p->fd);
+}
+
+/* One wait of the ring socket's queue: poll listen_fd, the pending
+ * connections and other_fd (when not -1) until one has news or `until`
+ * (or a pending deadline) passes, then read what came and accept what
+ * waits.  *other_ready tells whether other_fd became readable. */
+static qcoll__io_result_t ring_queue_step(qcoll__bootstrap_t *bs,
+                                          qcoll__pending_pool_t *pool,
+                                          int listen_fd, int other_fd,
+                                          qcoll__deadline_t until,
+                                          bool *other_ready) {
+  const qcoll__pending_handler_t h = {ring_pending_done, ring_pending_drop, bs};
+  qcoll__io_t io = bs_io(bs);
+  struct pollfd fds[2 + RING_PENDING_MAX + 1];
+  nfds_t n = 0;
+  fds[n++] = (struct pollfd){other_fd, POLLIN, 0}; /* -1: ignored by poll */
+  fds[n++] = (struct pollfd){listen_fd, POLLIN, 0};
+  for (int i = 0; i < pool->count; i++)
+    fds[n++] = (struct pollfd){pool->items[i].fd, POLLIN, 0};
+  qcoll__deadline_t wake = {qcoll__pending_next_deadline(pool, until.at)};
+  qcoll__io_result_t r = qcoll__io_poll(&io, fds, n, wake);
+  if (r == QCOLL__IO_ABORTED || r == QCOLL__IO_ERROR) return r;
+  if (r != QCOLL__IO_OK)
+    for (nfds_t i = 0; i < n; i++) fds[i].revents = 0;
+  *other_ready = other_fd >= 0 && fds[0].revents;
+  qcoll__pending_service(pool, fds + 2, &h);
+  if (bs->prev_fd < 0 && fds[1].revents) {
+    int err = qcoll__pending_accept(pool, listen_fd, &h);
+    if (err != 0)
+      QLOG_WARN(bs->comm, BOOT, "bootstrap: ring socket accept failed: %s",
+                strerror(err));
+  }
+  return QCOLL__IO_OK;
+}
+
+/* Accept connections on listen_fd until rank-1 has authenticated.  Others
+ * (stalled, garbage, wrong secret) only take a slot of the pending pool,
+ * each for at most the hello deadline, and a full pool drops the oldest of
+ * them, so no flood can keep rank-1 out or hold it up. */
+static qcoll_status_t ring_accept_prev(qcoll__bootstrap_t *bs,
+                                       qcoll__pending_pool_t *pool,
+                                       int listen_fd) {
+  qcoll__ctx_t *comm = bs->comm;
+  int prev = (bs->rank - 1 + bs->nranks) % bs->nranks;
+  qcoll__deadline_t deadline = qcoll__ctx_deadline(comm);
+  while (bs->prev_fd < 0) {
+    bool unused = false;
+    qcoll__io_result_t r =
+        ring_queue_step(bs, pool, listen_fd, -1, deadline, &unused);
+    if (r == QCOLL__IO_ABORTED)
+      return qcoll__error(comm, QCOLL_ERR_ABORTED,
+                          "bootstrap: aborted while waiting for rank %d to "
+                          "connect",
+                          prev);
+    if (r == QCOLL__IO_ERROR)
+      return qcoll__error(comm, QCOLL_ERR_SYSTEM, "bootstrap: poll failed: %s",
+                          strerror(errno));
+    if (bs->prev_fd < 0 && qcoll__deadline_passed(deadline))
+      return qcoll__error(comm, QCOLL_ERR_TIMEOUT,
+                          "bootstrap: rank %d did not connect within %.1f s "
+                          "(QCOLL_TIMEOUT)",
+                          prev, comm->timeout_s);
+  }
+  return QCOLL_OK;
 }
 
 static qcoll_status_t ring_build(qcoll__bootstrap_t *bs, join_t *j) {
   qcoll_status_t st = ring_connect_next(bs, &j->next);
   if (st != QCOLL_OK) return st;
-  return ring_accept_prev(bs, j->listen_fd);
+  return ring_accept_prev(bs, &j->pool, j->listen_fd);
 }
 
 qcoll_status_t qcoll__bootstrap_init(qcoll__ctx_t *comm,
@@ -461,6 +488,15 @@ qcoll_status_t qcoll__bootstrap_init(qcoll__ctx_t *comm,
                         strerror(errno));
   memcpy(bs->secret, j.id.secret, sizeof bs->secret);
   j.io = bs_io(bs);
+  j.bs = bs;
+  double hello_s = QCOLL_MIN(comm->timeout_s, QCOLL__BOOT_HELLO_DEADLINE_S);
+  if (comm->nranks > 1 &&
+      !qcoll__pending_pool_init(&j.pool, RING_PENDING_MAX,
+                                QCOLL__BOOT_RING_HELLO_BYTES, hello_s)) {
+    bs_free(bs);
+    return qcoll__error(comm, QCOLL_ERR_OUT_OF_MEMORY,
+                        "bootstrap: cannot allocate the ring accept state");
+  }
   int listen_port = 0;
   QCHECK(join_connect(&j, &listen_port));
   if (comm->nranks != 1) QCHECK(join_listen_address(&j, listen_port));
@@ -474,6 +510,7 @@ qcoll_status_t qcoll__bootstrap_init(qcoll__ctx_t *comm,
   QLOG_INFO(comm, BOOT, "bootstrap: rank %d of %d joined through root %s",
             comm->rank, comm->nranks, j.root_str);
 out:
+  if (j.pool.items) qcoll__pending_pool_free(&j.pool);
   close_fd(&j.root_fd);
   close_fd(&j.listen_fd);
   if (st != QCOLL_OK) {

@@ -194,6 +194,7 @@ size_t qcoll__msg_encode_hello(const qcoll__boot_hello_t *in, uint8_t *buf,
   put_u32(p, (uint32_t)in->rank);
   put_u32(p + 4, (uint32_t)in->nranks);
   put_addr(p + 8, &in->listen);
+  put_u32(p + 8 + QCOLL__BOOT_ADDR_BYTES, in->timeout_ms);
   return QCOLL__BOOT_HELLO_BYTES;
 }
 
@@ -211,6 +212,7 @@ qcoll__msg_result_t qcoll__msg_decode_hello(const uint8_t *buf, size_t len,
   char addr_why[QCOLL__BOOT_WHY_MAX];
   if (get_addr(p + 8, true, &out->listen, addr_why) != QCOLL__MSG_OK)
     return refuse(why, "listen %s", addr_why);
+  out->timeout_ms = get_u32(p + 8 + QCOLL__BOOT_ADDR_BYTES);
   return QCOLL__MSG_OK;
 }
 

@@ -85,6 +85,11 @@ typedef struct qcoll__boot_hello {
   int32_t rank;
   int32_t nranks;
   qcoll__boot_addr_t listen; /* where this rank accepts its ring peer */
+  /* The rank's deadline (its config or QCOLL_TIMEOUT) in milliseconds; 0 =
+   * none given.  The root keeps the smallest one it was told, so the
+   * rendezvous ends (naming the missing ranks) before any rank's own wait
+   * for the answer does. */
+  uint32_t timeout_ms;
 } qcoll__boot_hello_t;
 
 typedef struct qcoll__boot_ring_hello {
@@ -129,7 +134,7 @@ typedef struct qcoll__boot_ring_error {
 #define QCOLL__BOOT_ADDR_BYTES 20
 #define QCOLL__BOOT_HELLO_BYTES                                 \
   (QCOLL__BOOT_FRAME_HDR_BYTES + QCOLL__BOOT_SECRET_BYTES + 8 + \
-   QCOLL__BOOT_ADDR_BYTES)
+   QCOLL__BOOT_ADDR_BYTES + 4)
 #define QCOLL__BOOT_RING_HELLO_BYTES \
   (QCOLL__BOOT_FRAME_HDR_BYTES + QCOLL__BOOT_SECRET_BYTES + 8)
 #define QCOLL__BOOT_ERROR_MIN_BYTES \

@@ -38,7 +38,8 @@
 #include "message.h"
 #include "socket.h"
 
-/* Unauthenticated connections held at once; more are refused at accept. */
+/* Unauthenticated connections held at once; a new one beyond them pushes
+ * out the one that has waited longest. */
 #define ROOT_PENDING_MAX 256
 /* How long the root tries to deliver its answer to one rank. */
 #define ROOT_SEND_DEADLINE_S 5.0
@@ -53,11 +54,11 @@ typedef struct root {
   int listen_fd;
   uint8_t secret[QCOLL__BOOT_SECRET_BYTES];
   double timeout_s;
-  double hello_s;
   char where[QCOLL__ADDRSTR_MAX];
   qcoll__pending_pool_t pending;
 
   bool started; /* a valid hello arrived: the deadline runs */
+  double started_at;
   qcoll__deadline_t deadline;
   int nranks; /* 0 until a valid world size is known */
   int ref_rank;
@@ -191,6 +192,21 @@ static bool root_set_world(root_t *r, int rank, int nranks) {
   return true;
 }
 
+/* The deadline runs from the first valid hello and is the smallest one any
+ * rank has declared (else the root's own): each rank waits for the answer
+ * its own deadline plus a grace from its hello, which is never before the
+ * first one, so every rank hears the root name the missing ranks. */
+static void root_adopt_timeout(root_t *r, uint32_t timeout_ms) {
+  if (!r->started) {
+    r->started = true;
+    r->started_at = qcoll__now();
+    if (timeout_ms > 0) r->timeout_s = timeout_ms / 1000.0;
+  } else if (timeout_ms > 0 && timeout_ms / 1000.0 < r->timeout_s) {
+    r->timeout_s = timeout_ms / 1000.0;
+  }
+  r->deadline.at = r->started_at + r->timeout_s;
+}
+
 /* A complete hello arrived on p.  Takes ownership of p->fd. */
 static void root_handle_hello(root_t *r, qcoll__pending_t *p) {
   qcoll__boot_hello_t h;
@@ -211,10 +227,7 @@ static void root_handle_hello(root_t *r, qcoll__pending_t *p) {
   }
   QLOG_TRACE(NULL, BOOT, "bootstrap root %s: hello from rank %d of %d at %s",
              r->where, h.rank, h.nranks, p->peer);
-  if (!r->started) {
-    r->started = true;
-    r->deadline = qcoll__deadline_in(r->timeout_s);
-  }
+  root_adopt_timeout(r, h.timeout_ms);
   if (r->failed) {
     root_answer_error(r, p->fd, p->peer, h.rank);
     return;
@@ -280,31 +293,32 @@ static void root_check_rank(root_t *r, int k) {
 
 /* ---- the loop ----------------------------------------------------- */
 
+static void root_pending_done(void *ctx, qcoll__pending_t *p) {
+  root_handle_hello(ctx, p);
+}
+
+static void root_pending_drop(void *ctx, const qcoll__pending_t *p,
+                              const char *why) {
+  const root_t *r = ctx;
+  QLOG_WARN(NULL, BOOT, "bootstrap root %s: dropped connection from %s: %s",
+            r->where, p->peer, why);
+}
+
+static qcoll__pending_handler_t root_handler(root_t *r) {
+  qcoll__pending_handler_t h = {root_pending_done, root_pending_drop, r};
+  return h;
+}
+
 static void root_accept(root_t *r) {
-  for (;;) {
-    char peer[QCOLL__ADDRSTR_MAX];
-    int fd = qcoll__sock_accept(r->listen_fd, peer, sizeof peer);
-    if (fd < 0) {
-      if (errno != EAGAIN && errno != EWOULDBLOCK)
-        QLOG_WARN(NULL, BOOT, "bootstrap root %s: accept failed: %s", r->where,
-                  strerror(errno));
-      return;
-    }
-    if (!qcoll__pending_pool_add(&r->pending, fd, peer, QCOLL__BOOT_HELLO_BYTES,
-                                 r->hello_s)) {
-      QLOG_WARN(NULL, BOOT,
-                "bootstrap root %s: dropped connection from %s: %d "
-                "connections are already waiting to authenticate",
-                r->where, peer, r->pending.cap);
-      close(fd);
-    }
-  }
+  qcoll__pending_handler_t h = root_handler(r);
+  int err = qcoll__pending_accept(&r->pending, r->listen_fd, &h);
+  if (err != 0)
+    QLOG_WARN(NULL, BOOT, "bootstrap root %s: accept failed: %s", r->where,
+              strerror(err));
 }
 
 static int poll_timeout_ms(const root_t *r) {
-  double wake = qcoll__now() + 1.0;
-  for (int i = 0; i < r->pending.count; i++)
-    wake = QCOLL_MIN(wake, r->pending.items[i].deadline.at);
+  double wake = qcoll__pending_next_deadline(&r->pending, qcoll__now() + 1.0);
   if (r->started) wake = QCOLL_MIN(wake, r->deadline.at);
   double left = wake - qcoll__now();
   return left <= 0 ? 0 : (int)(left * 1000.0) + 1;
@@ -331,40 +345,14 @@ static void root_step(root_t *r) {
     r->done = true;
     return;
   }
-  if (rc > 0) {
-    for (int j = 0; j < nreg; j++)
-      if (r->pfds[rank_base + j].revents && r->ranks[r->pfd_rank[j]].fd >= 0)
-        root_check_rank(r, r->pfd_rank[j]);
-    /* Downward, so removing item i (the last one moves into its slot)
-     * leaves the items still to visit where pfds says they are. */
-    for (int i = r->pending.count - 1; i >= 0; i--) {
-      if (!r->pfds[1 + i].revents) continue;
-      qcoll__pending_t *p = &r->pending.items[i];
-      char why[QCOLL__BOOT_WHY_MAX + 64];
-      qcoll__pending_result_t res = qcoll__pending_read(p, why, sizeof why);
-      if (res == QCOLL__PENDING_MORE) continue;
-      if (res == QCOLL__PENDING_DROP) {
-        QLOG_WARN(NULL, BOOT,
-                  "bootstrap root %s: dropped connection from %s: %s", r->where,
-                  p->peer, why);
-        close(p->fd);
-      } else {
-        root_handle_hello(r, p);
-      }
-      qcoll__pending_pool_remove(&r->pending, i);
-    }
-    if (r->pfds[0].revents) root_accept(r);
-  }
-  for (int i = r->pending.count - 1; i >= 0; i--) {
-    qcoll__pending_t *p = &r->pending.items[i];
-    if (!qcoll__deadline_passed(p->deadline)) continue;
-    QLOG_WARN(NULL, BOOT,
-              "bootstrap root %s: dropped connection from %s: sent %zu of the "
-              "%zu bytes of a hello within %.1f s",
-              r->where, p->peer, p->have, p->need, r->hello_s);
-    close(p->fd);
-    qcoll__pending_pool_remove(&r->pending, i);
-  }
+  if (rc <= 0)
+    for (nfds_t i = 0; i < n; i++) r->pfds[i].revents = 0;
+  for (int j = 0; j < nreg; j++)
+    if (r->pfds[rank_base + j].revents && r->ranks[r->pfd_rank[j]].fd >= 0)
+      root_check_rank(r, r->pfd_rank[j]);
+  qcoll__pending_handler_t h = root_handler(r);
+  qcoll__pending_service(&r->pending, r->pfds + 1, &h);
+  if (r->pfds[0].revents) root_accept(r);
 }
 
 static void root_check_done(root_t *r) {
@@ -484,8 +472,11 @@ qcoll_status_t qcoll__bootstrap_root_start(const char *addr, int port,
   st = fill_secret(secret, bid.secret);
   if (st != QCOLL_OK) return st;
 
+  double hello_s = QCOLL_MIN(timeout_s, QCOLL__BOOT_HELLO_DEADLINE_S);
   root_t *r = calloc(1, sizeof *r);
-  if (!r || !qcoll__pending_pool_init(&r->pending, ROOT_PENDING_MAX) ||
+  if (!r ||
+      !qcoll__pending_pool_init(&r->pending, ROOT_PENDING_MAX,
+                                QCOLL__BOOT_HELLO_BYTES, hello_s) ||
       !(r->pfds =
             malloc((size_t)(1 + ROOT_PENDING_MAX + 1) * sizeof *r->pfds))) {
     if (r) {
@@ -510,7 +501,6 @@ qcoll_status_t qcoll__bootstrap_root_start(const char *addr, int port,
   bid.root.port = (uint16_t)bound;
   memcpy(r->secret, bid.secret, sizeof r->secret);
   r->timeout_s = timeout_s;
-  r->hello_s = QCOLL_MIN(timeout_s, QCOLL__BOOT_HELLO_DEADLINE_S);
   qcoll__addr_format(&bid.root, r->where, sizeof r->where);
   qcoll__id_encode(&bid, id);
   st = start_thread(r);

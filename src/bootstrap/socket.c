@@ -402,10 +402,15 @@ qcoll__pending_result_t qcoll__pending_read(qcoll__pending_t *p, char *why,
   return QCOLL__PENDING_DONE;
 }
 
-bool qcoll__pending_pool_init(qcoll__pending_pool_t *pool, int cap) {
-  pool->items = calloc((size_t)cap, sizeof *pool->items);
+bool qcoll__pending_pool_init(qcoll__pending_pool_t *pool, int cap, size_t need,
+                              double hello_s) {
+  pool->items = need <= sizeof pool->items[0].buf
+                    ? calloc((size_t)cap, sizeof *pool->items)
+                    : NULL;
   pool->count = 0;
   pool->cap = pool->items ? cap : 0;
+  pool->need = need;
+  pool->hello_s = hello_s;
   return pool->items != NULL;
 }
 
@@ -416,19 +421,92 @@ void qcoll__pending_pool_free(qcoll__pending_pool_t *pool) {
   pool->count = pool->cap = 0;
 }
 
-bool qcoll__pending_pool_add(qcoll__pending_pool_t *pool, int fd,
-                             const char *peer, size_t need, double hello_s) {
-  if (pool->count >= pool->cap || need > sizeof pool->items[0].buf)
-    return false;
-  qcoll__pending_t *p = &pool->items[pool->count++];
-  p->fd = fd;
-  p->need = need;
-  p->have = 0;
-  p->deadline = qcoll__deadline_in(hello_s);
-  snprintf(p->peer, sizeof p->peer, "%s", peer);
-  return true;
+/* Item i leaves the pool (the last item moves into its slot). */
+static void pending_remove(qcoll__pending_pool_t *pool, int i) {
+  pool->items[i] = pool->items[--pool->count];
 }
 
-void qcoll__pending_pool_remove(qcoll__pending_pool_t *pool, int i) {
-  pool->items[i] = pool->items[--pool->count];
+static void pending_drop(qcoll__pending_pool_t *pool, int i,
+                         const qcoll__pending_handler_t *h, const char *why) {
+  h->drop(h->ctx, &pool->items[i], why);
+  close(pool->items[i].fd);
+  pending_remove(pool, i);
+}
+
+/* Read what item i has sent; hand it on and remove it once it is done. */
+static void pending_progress(qcoll__pending_pool_t *pool, int i,
+                             const qcoll__pending_handler_t *h) {
+  char why[QCOLL__BOOT_WHY_MAX + 64];
+  qcoll__pending_result_t res =
+      qcoll__pending_read(&pool->items[i], why, sizeof why);
+  if (res == QCOLL__PENDING_MORE) return;
+  if (res == QCOLL__PENDING_DROP) {
+    pending_drop(pool, i, h, why);
+    return;
+  }
+  h->done(h->ctx, &pool->items[i]);
+  pending_remove(pool, i);
+}
+
+/* Make room by dropping the connection that has waited longest. */
+static void pending_evict_oldest(qcoll__pending_pool_t *pool,
+                                 const qcoll__pending_handler_t *h) {
+  int oldest = 0;
+  for (int i = 1; i < pool->count; i++)
+    if (pool->items[i].deadline.at < pool->items[oldest].deadline.at)
+      oldest = i;
+  char why[96];
+  snprintf(why, sizeof why,
+           "%d connections were waiting to authenticate; dropped the oldest "
+           "(%zu of %zu bytes sent)",
+           pool->count, pool->items[oldest].have, pool->need);
+  pending_drop(pool, oldest, h, why);
+}
+
+int qcoll__pending_accept(qcoll__pending_pool_t *pool, int listen_fd,
+                          const qcoll__pending_handler_t *h) {
+  /* At most a pool's worth per call, so a flood that connects as fast as
+   * this accepts cannot keep the caller from looking at what it has. */
+  for (int taken = 0; taken < pool->cap; taken++) {
+    char peer[QCOLL__ADDRSTR_MAX];
+    int fd = qcoll__sock_accept(listen_fd, peer, sizeof peer);
+    if (fd < 0) return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : errno;
+    if (pool->count >= pool->cap) pending_evict_oldest(pool, h);
+    qcoll__pending_t *p = &pool->items[pool->count++];
+    p->fd = fd;
+    p->need = pool->need;
+    p->have = 0;
+    p->deadline = qcoll__deadline_in(pool->hello_s);
+    snprintf(p->peer, sizeof p->peer, "%s", peer);
+    /* A peer that knows the secret wrote its hello right after connecting:
+     * it is usually here already, so it never has to wait in the pool. */
+    pending_progress(pool, pool->count - 1, h);
+  }
+  return 0;
+}
+
+void qcoll__pending_service(qcoll__pending_pool_t *pool,
+                            const struct pollfd *pfds,
+                            const qcoll__pending_handler_t *h) {
+  /* Downward, so removing item i (the last one moves into its slot)
+   * leaves the items still to visit where pfds says they are. */
+  for (int i = pool->count - 1; i >= 0; i--)
+    if (pfds[i].revents) pending_progress(pool, i, h);
+  for (int i = pool->count - 1; i >= 0; i--) {
+    qcoll__pending_t *p = &pool->items[i];
+    if (!qcoll__deadline_passed(p->deadline)) continue;
+    char why[96];
+    snprintf(why, sizeof why,
+             "sent %zu of the %zu bytes of a hello within "
+             "%.1f s",
+             p->have, p->need, pool->hello_s);
+    pending_drop(pool, i, h, why);
+  }
+}
+
+double qcoll__pending_next_deadline(const qcoll__pending_pool_t *pool,
+                                    double at) {
+  for (int i = 0; i < pool->count; i++)
+    at = QCOLL_MIN(at, pool->items[i].deadline.at);
+  return at;
 }

@@ -110,20 +110,46 @@ typedef enum qcoll__pending_result {
 qcoll__pending_result_t qcoll__pending_read(qcoll__pending_t *p, char *why,
                                             size_t why_size);
 
-/* A pool of pending connections, fixed capacity. */
+/* A pool of pending connections, fixed capacity.  A full pool makes room
+ * for a new connection by dropping the one that has waited longest: an
+ * expected peer sends its hello as soon as it is connected, so it is never
+ * the oldest for long, while a flood of stalled connections can only push
+ * out each other. */
 typedef struct qcoll__pending_pool {
   qcoll__pending_t *items;
   int count, cap;
+  size_t need;    /* the hello size every connection must send */
+  double hello_s; /* each connection's deadline to send it */
 } qcoll__pending_pool_t;
 
-bool qcoll__pending_pool_init(qcoll__pending_pool_t *pool, int cap);
+/* What the owner of a pool does with a connection that finished: `done`
+ * gets a complete hello and takes ownership of p->fd; `drop` only logs
+ * (the pool closes the fd afterwards). */
+typedef struct qcoll__pending_handler {
+  void (*done)(void *ctx, qcoll__pending_t *p);
+  void (*drop)(void *ctx, const qcoll__pending_t *p, const char *why);
+  void *ctx;
+} qcoll__pending_handler_t;
+
+bool qcoll__pending_pool_init(qcoll__pending_pool_t *pool, int cap, size_t need,
+                              double hello_s);
 /* Close every connection and free the pool. */
 void qcoll__pending_pool_free(qcoll__pending_pool_t *pool);
-/* Add a connection (false when full: the caller closes it). */
-bool qcoll__pending_pool_add(qcoll__pending_pool_t *pool, int fd,
-                             const char *peer, size_t need, double hello_s);
-/* Remove item i (its fd is not closed: the caller closed or kept it). */
-void qcoll__pending_pool_remove(qcoll__pending_pool_t *pool, int i);
+/* Accept the connections waiting on listen_fd (at most the pool's
+ * capacity per call) and read what each already sent (a hello that is
+ * complete is handed to h->done at once).  Returns 0,
+ * or the errno of an accept that failed for another reason than "none
+ * left". */
+int qcoll__pending_accept(qcoll__pending_pool_t *pool, int listen_fd,
+                          const qcoll__pending_handler_t *h);
+/* Read from every item whose pollfd in pfds[0..count) has events, then
+ * drop the items past their deadline. */
+void qcoll__pending_service(qcoll__pending_pool_t *pool,
+                            const struct pollfd *pfds,
+                            const qcoll__pending_handler_t *h);
+/* The earliest deadline of an item, or `at` if that is earlier. */
+double qcoll__pending_next_deadline(const qcoll__pending_pool_t *pool,
+                                    double at);
 
 #ifdef __cplusplus
 }

@@ -4,6 +4,8 @@
  * back end or the GPU paths.  Everything is checked before anything is
  * enqueued, so a refused call leaves the communicator usable.
  */
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,7 +113,9 @@ static qcoll_status_t check_enums(qcoll_comm_t comm, const call_t *c) {
         fn, is_p2p(c->kind) ? "peer" : "root", c->root, comm->ctx.nranks);
   if (is_p2p(c->kind) && c->root == comm->ctx.rank)
     return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
-                        "%s: peer %d is this rank itself", fn, c->root);
+                        "%s: peer %d is this rank itself (a send or recv to "
+                        "oneself is refused: copy the buffer instead)",
+                        fn, c->root);
   if ((unsigned)c->algo >= QCOLL_ALGO_COUNT)
     return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: algo %d is not a qcoll_algo_t", fn, (int)c->algo);
@@ -238,14 +242,30 @@ static qcoll_status_t place_call(qcoll_comm_t comm, call_t *c) {
  * or hanging. */
 typedef struct signature {
   /* algo: the forced algorithm of a GPU call (-1 on host buffers, where
-   * auto and host mean the same); six int32 keep the struct free of
-   * padding, so memcmp never compares indeterminate bytes */
-  int32_t kind, dtype, op, root, placement, algo;
+   * auto and host take the same path); opt_algo and opt_quant: the per-call
+   * options as the caller passed them (defaults without opts), which must
+   * be the same on every rank even where they take the same path.  Eight
+   * int32 keep the struct free of padding, so memcmp never compares
+   * indeterminate bytes. */
+  int32_t kind, dtype, op, root, placement, algo, opt_algo, opt_quant;
   uint64_t count;
 } signature_t;
 
 static const char *signature_algo(const signature_t *s) {
   return s->algo < 0 ? "host" : qcoll_algo_name((qcoll_algo_t)s->algo);
+}
+
+/* "count=8, dtype=f32, op=sum, root=-1, algo=host, options auto/default" */
+static void format_signature(const signature_t *s, char *buf, size_t size) {
+  snprintf(buf, size,
+           "%s(count=%llu, dtype=%s, op=%s, root=%d, algo=%s, options "
+           "%s/%s)",
+           (unsigned)s->kind <= QCOLL__COLL_BARRIER ? qcoll__coll_fn(s->kind) : "?",
+           (unsigned long long)s->count,
+           qcoll_dtype_name((qcoll_dtype_t)s->dtype),
+           s->op < 0 ? "-" : qcoll_op_name((qcoll_op_t)s->op), s->root,
+           signature_algo(s), qcoll_algo_name((qcoll_algo_t)s->opt_algo),
+           qcoll_quant_name((qcoll_quant_t)s->opt_quant));
 }
 
 static qcoll_status_t check_signature(qcoll_comm_t comm, const call_t *c) {
@@ -261,6 +281,8 @@ static qcoll_status_t check_signature(qcoll_comm_t comm, const call_t *c) {
                       has_root(c->kind) ? c->root : -1,
                       c->device < 0 ? 0 : 1,
                       c->device < 0 ? -1 : (int32_t)c->algo,
+                      c->opts ? (int32_t)c->opts->algo : QCOLL_ALGO_AUTO,
+                      c->opts ? (int32_t)c->opts->quant : QCOLL_QUANT_DEFAULT,
                       c->count};
   all[comm->ctx.rank] = mine;
   qcoll_status_t st =
@@ -268,19 +290,12 @@ static qcoll_status_t check_signature(qcoll_comm_t comm, const call_t *c) {
   for (size_t r = 0; st == QCOLL_OK && r < n; r++) {
     const signature_t *s = &all[r];
     if (!memcmp(s, &mine, sizeof mine)) continue;
-    st = qcoll__error(
-        &comm->ctx, QCOLL_ERR_MISMATCH,
-        "QCOLL_CHECK: rank %d called %s(count=%llu, dtype=%s, op=%s, root=%d, "
-        "algo=%s) but rank %zu called %s(count=%llu, dtype=%s, op=%s, "
-        "root=%d, algo=%s)",
-        comm->ctx.rank, qcoll__coll_fn(mine.kind), (unsigned long long)mine.count,
-        qcoll_dtype_name((qcoll_dtype_t)mine.dtype),
-        mine.op < 0 ? "-" : qcoll_op_name((qcoll_op_t)mine.op), mine.root,
-        signature_algo(&mine), r,
-        (unsigned)s->kind <= QCOLL__COLL_BARRIER ? qcoll__coll_fn(s->kind) : "?",
-        (unsigned long long)s->count, qcoll_dtype_name((qcoll_dtype_t)s->dtype),
-        s->op < 0 ? "-" : qcoll_op_name((qcoll_op_t)s->op), s->root,
-        signature_algo(s));
+    char ours[192], theirs[192];
+    format_signature(&mine, ours, sizeof ours);
+    format_signature(s, theirs, sizeof theirs);
+    st = qcoll__error(&comm->ctx, QCOLL_ERR_MISMATCH,
+                      "QCOLL_CHECK: rank %d called %s but rank %zu called %s",
+                      comm->ctx.rank, ours, r, theirs);
   }
   free(all);
   return st;
@@ -329,6 +344,21 @@ static qcoll__select_in_t selection_input(qcoll_comm_t comm, const call_t *c,
   return in;
 }
 
+/* NCCL forced where the table knows it stalls: said once per process (the
+ * watchdog aborts NCCL if the call then does not finish). */
+static void warn_forced_nccl(qcoll_comm_t comm, const call_t *c, bool nccl_ok) {
+  static atomic_flag warned = ATOMIC_FLAG_INIT;
+  qcoll__select_in_t in = selection_input(comm, c, nccl_ok);
+  if (!qcoll__select_nccl_stalls(&in) || atomic_flag_test_and_set(&warned))
+    return;
+  QLOG_WARN(&comm->ctx, COLL,
+            "%s: NCCL is forced with %d ranks on one GPU, more than "
+            "QCOLL_SHARED_GPU_NCCL_MAX_RANKS (%lld), where NCCL was seen to "
+            "stall; the NCCL watchdog aborts it after QCOLL_TIMEOUT (%.1f s)",
+            qcoll__coll_fn(c->kind), in.ranks_per_gpu,
+            comm->ctx.config.shared_gpu_nccl_max_ranks, comm->ctx.timeout_s);
+}
+
 /* The forced path, or the table's. */
 static qcoll__path_t choose_path(qcoll_comm_t comm, const call_t *c,
                                  bool nccl_ok) {
@@ -338,7 +368,9 @@ static qcoll__path_t choose_path(qcoll_comm_t comm, const call_t *c,
   switch (forced) {
     case QCOLL_ALGO_ONESHOT: return QCOLL__PATH_ONESHOT;
     case QCOLL_ALGO_TWOSHOT: return QCOLL__PATH_TWOSHOT;
-    case QCOLL_ALGO_NCCL: return QCOLL__PATH_NCCL;
+    case QCOLL_ALGO_NCCL:
+      warn_forced_nccl(comm, c, nccl_ok);
+      return QCOLL__PATH_NCCL;
     case QCOLL_ALGO_HOST: return QCOLL__PATH_STAGED;
     case QCOLL_ALGO_IPC: return QCOLL__PATH_IPC;
     default: break;

@@ -63,14 +63,14 @@ qcoll_status_t qcoll_unique_id_from_hex(const char *hex,
     return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
                         "unique id hex has %zu characters, expected %d", len,
                         2 * QCOLL_UNIQUE_ID_BYTES);
-  for (int i = 0; i < QCOLL_UNIQUE_ID_BYTES; i++) {
-    int hi = hex_value(hex[2 * i]), lo = hex_value(hex[2 * i + 1]);
-    if (hi < 0 || lo < 0)
+  /* Check every digit first: a refused id leaves *id as it was. */
+  for (size_t i = 0; i < len; i++)
+    if (hex_value(hex[i]) < 0)
       return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
-                          "unique id hex has a non-hex character at %d",
-                          hi < 0 ? 2 * i : 2 * i + 1);
-    id->bytes[i] = (unsigned char)(hi << 4 | lo);
-  }
+                          "unique id hex has a non-hex character at %zu", i);
+  for (int i = 0; i < QCOLL_UNIQUE_ID_BYTES; i++)
+    id->bytes[i] =
+        (unsigned char)(hex_value(hex[2 * i]) << 4 | hex_value(hex[2 * i + 1]));
   return QCOLL_OK;
 }
 
@@ -113,17 +113,70 @@ static qcoll_status_t read_config(const qcoll_config_t *in,
   return QCOLL_OK;
 }
 
-/* ---- state ---------------------------------------------------------- */
+/* ---- live handles --------------------------------------------------- */
+/* The communicators this process has made and not destroyed.  A destroyed
+ * handle points at freed memory, so its own fields cannot say it is dead:
+ * every public entry point asks this list instead. */
 
-qcoll_status_t qcoll__comm_check_usable(qcoll_comm_t comm, const char *fn) {
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static qcoll_comm_t *live_comms;
+static size_t live_count, live_cap;
+
+static bool live_add(qcoll_comm_t comm) {
+  bool ok = true;
+  pthread_mutex_lock(&live_lock);
+  if (live_count == live_cap) {
+    size_t cap = live_cap ? 2 * live_cap : 8;
+    qcoll_comm_t *p = realloc(live_comms, cap * sizeof *p);
+    if (p) {
+      live_comms = p;
+      live_cap = cap;
+    }
+  }
+  if (live_count < live_cap)
+    live_comms[live_count++] = comm;
+  else
+    ok = false;
+  pthread_mutex_unlock(&live_lock);
+  return ok;
+}
+
+static void live_remove(qcoll_comm_t comm) {
+  pthread_mutex_lock(&live_lock);
+  for (size_t i = 0; i < live_count; i++)
+    if (live_comms[i] == comm) {
+      live_comms[i] = live_comms[--live_count];
+      break;
+    }
+  pthread_mutex_unlock(&live_lock);
+}
+
+bool qcoll__comm_is_live_handle(qcoll_comm_t comm) {
+  bool found = false;
+  pthread_mutex_lock(&live_lock);
+  for (size_t i = 0; i < live_count && !found; i++)
+    found = live_comms[i] == comm;
+  pthread_mutex_unlock(&live_lock);
+  return found;
+}
+
+qcoll_status_t qcoll__comm_check_handle(qcoll_comm_t comm, const char *fn) {
   if (!comm)
     return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT, "%s: comm is NULL",
                         fn);
-  if (comm->magic != QCOLL_COMM_MAGIC)
+  if (!qcoll__comm_is_live_handle(comm))
     return qcoll__error(NULL, QCOLL_ERR_INVALID_USAGE,
-                        "%s: comm is not a live communicator (destroyed or "
-                        "corrupt)",
+                        "%s: comm is not a live communicator (destroyed, or "
+                        "never returned by an init)",
                         fn);
+  return QCOLL_OK;
+}
+
+/* ---- state ---------------------------------------------------------- */
+
+qcoll_status_t qcoll__comm_check_usable(qcoll_comm_t comm, const char *fn) {
+  qcoll_status_t st = qcoll__comm_check_handle(comm, fn);
+  if (st != QCOLL_OK) return st;
   switch (atomic_load(&comm->ctx.state)) {
     case QCOLL_COMM_LIVE: return QCOLL_OK;
     case QCOLL_COMM_ABORTED:
@@ -142,8 +195,8 @@ qcoll_status_t qcoll__comm_check_usable(qcoll_comm_t comm, const char *fn) {
 }
 
 const char *qcoll_comm_last_error(qcoll_comm_t comm) {
-  if (!comm || comm->magic != QCOLL_COMM_MAGIC)
-    return "invalid or destroyed communicator";
+  if (!comm) return "invalid communicator (NULL)";
+  if (!qcoll__comm_is_live_handle(comm)) return "destroyed communicator";
   return comm->ctx.last_error;
 }
 
@@ -262,6 +315,7 @@ static void destroy_backends(qcoll_comm_t comm) {
 
 static void free_comm(qcoll_comm_t comm) {
   if (!comm) return;
+  live_remove(comm);
   destroy_backends(comm);
   if (comm->ctx.bootstrap) qcoll__bootstrap_destroy(comm->ctx.bootstrap);
   comm->ctx.bootstrap = NULL;
@@ -332,6 +386,11 @@ qcoll_status_t qcoll_comm_init_rank(qcoll_comm_t *out, int nranks,
             "host(s)), device %d, timeout %.1f s",
             rank, nranks, comm->ctx.local_size, comm->ctx.host_id, comm->ctx.nhosts,
             comm->ctx.device, comm->ctx.timeout_s);
+  if (!live_add(comm)) {
+    st = qcoll__error(NULL, QCOLL_ERR_OUT_OF_MEMORY,
+                      "cannot record the new communicator");
+    goto out;
+  }
   *out = comm;
   return QCOLL_OK;
 out:
@@ -521,10 +580,8 @@ qcoll_status_t qcoll_comm_init_env(qcoll_comm_t *comm,
 
 qcoll_status_t qcoll_comm_destroy(qcoll_comm_t comm) {
   if (!comm) return QCOLL_OK;
-  if (comm->magic != QCOLL_COMM_MAGIC)
-    return qcoll__error(NULL, QCOLL_ERR_INVALID_USAGE,
-                        "qcoll_comm_destroy: comm is not a live communicator "
-                        "(destroyed twice?)");
+  qcoll_status_t handle = qcoll__comm_check_handle(comm, "qcoll_comm_destroy");
+  if (handle != QCOLL_OK) return handle;
   qcoll_status_t st = QCOLL_OK;
   if (atomic_load(&comm->ctx.state) == QCOLL_COMM_LIVE) {
     /* Wait for the peers, so nobody frees memory a peer still reads. */
@@ -535,9 +592,8 @@ qcoll_status_t qcoll_comm_destroy(qcoll_comm_t comm) {
 }
 
 qcoll_status_t qcoll_comm_abort(qcoll_comm_t comm) {
-  if (!comm || comm->magic != QCOLL_COMM_MAGIC)
-    return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
-                        "qcoll_comm_abort: comm is NULL or not live");
+  qcoll_status_t handle = qcoll__comm_check_handle(comm, "qcoll_comm_abort");
+  if (handle != QCOLL_OK) return handle;
   int prev = atomic_exchange(&comm->ctx.state, QCOLL_COMM_ABORTED);
   if (prev == QCOLL_COMM_ABORTED) return QCOLL_OK;
   QLOG_WARN(&comm->ctx, INIT, "communicator aborted");
@@ -548,16 +604,17 @@ qcoll_status_t qcoll_comm_abort(qcoll_comm_t comm) {
   return QCOLL_OK;
 }
 
-#define ACCESSOR(fn, type, arg, expr)                        \
-  qcoll_status_t fn(qcoll_comm_t comm, type *arg) {          \
-    if (!comm || comm->magic != QCOLL_COMM_MAGIC)            \
-      return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,  \
-                          #fn ": comm is NULL or not live"); \
-    if (!arg)                                                \
-      return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,  \
-                          #fn ": " #arg " is NULL");         \
-    *arg = (expr);                                           \
-    return QCOLL_OK;                                         \
+/* Queries answer on a live, broken or aborted communicator (so a failure
+ * can be logged with the rank that saw it); a destroyed one is refused. */
+#define ACCESSOR(fn, type, arg, expr)                            \
+  qcoll_status_t fn(qcoll_comm_t comm, type *arg) {              \
+    qcoll_status_t handle = qcoll__comm_check_handle(comm, #fn); \
+    if (handle != QCOLL_OK) return handle;                       \
+    if (!arg)                                                    \
+      return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,      \
+                          #fn ": " #arg " is NULL");             \
+    *arg = (expr);                                               \
+    return QCOLL_OK;                                             \
   }
 
 ACCESSOR(qcoll_comm_rank, int, rank, comm->ctx.rank)
@@ -566,9 +623,9 @@ ACCESSOR(qcoll_comm_device, int, device, comm->ctx.device)
 
 qcoll_status_t qcoll_comm_get_async_error(qcoll_comm_t comm,
                                           qcoll_status_t *status) {
-  if (!comm || comm->magic != QCOLL_COMM_MAGIC)
-    return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
-                        "qcoll_comm_get_async_error: comm is NULL or not live");
+  qcoll_status_t handle =
+      qcoll__comm_check_handle(comm, "qcoll_comm_get_async_error");
+  if (handle != QCOLL_OK) return handle;
   if (!status)
     return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "qcoll_comm_get_async_error: status is NULL");

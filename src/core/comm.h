@@ -24,6 +24,13 @@ struct qcoll_comm {
   qcoll_quant_t env_quant; /* QCOLL_QUANT, read at init (never DEFAULT) */
 };
 
+/* True while comm is a communicator this process made and has not
+ * destroyed (never reads *comm, which may be freed memory). */
+bool qcoll__comm_is_live_handle(qcoll_comm_t comm);
+/* QCOLL_OK for such a handle; INVALID_ARGUMENT for NULL, INVALID_USAGE for
+ * a destroyed (or never made) one, recorded as the thread's last error. */
+qcoll_status_t qcoll__comm_check_handle(qcoll_comm_t comm, const char *fn);
+
 /* QCOLL_OK while comm may run collectives; otherwise records and returns the
  * reason (destroyed, aborted, broken).  Every public entry point calls it. */
 qcoll_status_t qcoll__comm_check_usable(qcoll_comm_t comm, const char *fn);

@@ -8,7 +8,7 @@
 
 qcoll_status_t qcoll_backends_describe(char *buf, size_t len, size_t *needed) {
   const qcoll__runtime_t *rt = qcoll__runtime();
-  size_t n = (size_t)snprintf(buf, buf ? len : 0,
+  size_t n = (size_t)snprintf(len ? buf : NULL, buf ? len : 0,
                               "runtime: %s, %d CUDA device(s) visible\n",
                               rt->name, rt->device_count());
   for (int i = 0; i < QCOLL__BACKEND_COUNT; i++) {
@@ -17,11 +17,5 @@ qcoll_status_t qcoll_backends_describe(char *buf, size_t len, size_t *needed) {
     n += (size_t)qcoll__backends[i]->describe(room ? buf + n : NULL,
                                               room ? len - n : 0);
   }
-  if (needed) *needed = n + 1;
-  if (!buf || n >= len)
-    return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
-                        "qcoll_backends_describe: buffer of %zu bytes is too "
-                        "small, %zu needed",
-                        len, n + 1);
-  return QCOLL_OK;
+  return qcoll__format_result("qcoll_backends_describe", buf, len, n, needed);
 }

@@ -66,6 +66,9 @@ static bool crowded_gpu(const qcoll__select_in_t *in) {
   return in->gpu && in->ipc && !p2p &&
          in->ranks_per_gpu > in->config->shared_gpu_nccl_max_ranks;
 }
+bool qcoll__select_nccl_stalls(const qcoll__select_in_t *in) {
+  return crowded_gpu(in);
+}
 static bool crowded_gpu_all_reduce(const qcoll__select_in_t *in) {
   return is_all_reduce_on_ipc(in) && crowded_gpu(in);
 }
@@ -125,8 +128,8 @@ static int append(char *buf, size_t len, size_t *used, const char *fmt, ...)
 static int append(char *buf, size_t len, size_t *used, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(*used < len ? buf + *used : NULL,
-                    *used < len ? len - *used : 0, fmt, ap);
+  bool room = buf && *used < len;
+  int n = vsnprintf(room ? buf + *used : NULL, room ? len - *used : 0, fmt, ap);
   va_end(ap);
   if (n > 0) *used += (size_t)n;
   return n;
@@ -154,11 +157,6 @@ qcoll_status_t qcoll_selection_table_format(char *buf, size_t len,
          config.quant_min_bytes, config.shared_gpu_ipc_max_bytes,
          config.shared_gpu_nccl_max_ranks, config.ipc_push_bytes,
          qcoll__env_str("QCOLL_ALGO"));
-  if (needed) *needed = used + 1;
-  if (!buf || used >= len)
-    return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
-                        "qcoll_selection_table_format: buffer of %zu bytes is "
-                        "too small, %zu needed",
-                        len, used + 1);
-  return QCOLL_OK;
+  return qcoll__format_result("qcoll_selection_table_format", buf, len, used,
+                              needed);
 }

@@ -40,6 +40,10 @@ typedef struct qcoll__select_in {
 /* The path the table picks (no forcing).  *row gets the index of the row
  * that decided, for logs. */
 qcoll__path_t qcoll__select(const qcoll__select_in_t *in, int *row);
+/* Whether NCCL is known to stall for this call (more ranks on one GPU than
+ * QCOLL_SHARED_GPU_NCCL_MAX_RANKS, a collective): the table keeps such
+ * calls off NCCL, and forcing NCCL there draws a warning. */
+bool qcoll__select_nccl_stalls(const qcoll__select_in_t *in);
 
 #ifdef __cplusplus
 }

@@ -232,6 +232,30 @@ static qcoll_status_t cuda_stream_is_capturing(void *stream, bool *capturing) {
   return QCOLL_OK;
 }
 
+static qcoll_status_t cuda_event_record(void **event, void *stream) {
+  cudaError_t err = cudaSuccess;
+  if (!*event) {
+    cudaEvent_t ev = NULL;
+    err = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    if (err != cudaSuccess) return cuda_failed("cudaEventCreateWithFlags", err);
+    *event = ev;
+  }
+  err = cudaEventRecord((cudaEvent_t)*event, (cudaStream_t)stream);
+  return err == cudaSuccess ? QCOLL_OK : cuda_failed("cudaEventRecord", err);
+}
+
+static qcoll_status_t cuda_event_query(void *event, bool *done) {
+  cudaError_t err = cudaEventQuery((cudaEvent_t)event);
+  *done = err != cudaErrorNotReady;
+  if (err == cudaSuccess || err == cudaErrorNotReady) return QCOLL_OK;
+  (void)cudaGetLastError();
+  return cuda_failed("cudaEventQuery", err);
+}
+
+static void cuda_event_destroy(void *event) {
+  if (event) (void)cudaEventDestroy((cudaEvent_t)event);
+}
+
 static const qcoll__runtime_t cuda_runtime = {
     .name = "cuda",
     .device_count = cuda_device_count,
@@ -242,6 +266,9 @@ static const qcoll__runtime_t cuda_runtime = {
     .memcpy_d2h = cuda_memcpy_d2h,
     .memcpy_h2d = cuda_memcpy_h2d,
     .stream_is_capturing = cuda_stream_is_capturing,
+    .event_record = cuda_event_record,
+    .event_query = cuda_event_query,
+    .event_destroy = cuda_event_destroy,
 };
 
 const qcoll__runtime_t *qcoll__runtime_cuda_probe(void) {

@@ -39,6 +39,21 @@ static qcoll_status_t host_is_capturing(void *stream, bool *capturing) {
   return QCOLL_OK;
 }
 
+static qcoll_status_t host_event_record(void **event, void *stream) {
+  (void)event;
+  (void)stream;
+  return qcoll__error(NULL, QCOLL_ERR_UNSUPPORTED,
+                      "no device events: this process has no GPU");
+}
+static qcoll_status_t host_event_query(void *event, bool *done) {
+  (void)event;
+  *done = true;
+  return QCOLL_OK;
+}
+static void host_event_destroy(void *event) {
+  (void)event;
+}
+
 static const qcoll__runtime_t host_runtime = {
     .name = "host",
     .device_count = host_device_count,
@@ -49,6 +64,9 @@ static const qcoll__runtime_t host_runtime = {
     .memcpy_d2h = host_memcpy,
     .memcpy_h2d = host_memcpy,
     .stream_is_capturing = host_is_capturing,
+    .event_record = host_event_record,
+    .event_query = host_event_query,
+    .event_destroy = host_event_destroy,
 };
 
 const qcoll__runtime_t *qcoll__runtime_host(void) {

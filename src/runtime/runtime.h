@@ -40,6 +40,13 @@ typedef struct qcoll__runtime {
                                void *stream);
   /* Whether `stream` is being captured into a CUDA graph. */
   qcoll_status_t (*stream_is_capturing)(void *stream, bool *capturing);
+  /* A marker of the work enqueued on `stream` so far, for a watchdog to
+   * ask later whether it finished: *event is made on first use (NULL
+   * before) and reused after.  UNSUPPORTED on the host runtime. */
+  qcoll_status_t (*event_record)(void **event, void *stream);
+  /* *done: the work before the last record of event has finished. */
+  qcoll_status_t (*event_query)(void *event, bool *done);
+  void (*event_destroy)(void *event);
 } qcoll__runtime_t;
 
 /* The host runtime: no devices, every pointer is host memory. */

@@ -30,6 +30,7 @@
 #include "../bootstrap/bootstrap.h"
 #include "../base/config.h"
 #include "../runtime/runtime.h"
+#include "nccl_watch.h"
 
 #ifdef QCOLL_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -418,6 +419,7 @@ struct qcoll__nccl_comm {
                    in the background, so it must outlive the call */
   bool broken;  /* NCCL reported an error: destroy must abort */
   char why[REASON_BYTES + 64];
+  qcoll__nccl_watch_t *watch; /* over `handle` while READY (NULL: off) */
 };
 
 qcoll__nccl_state_t qcoll__nccl_comm_state(qcoll__ctx_t *comm) {
@@ -866,6 +868,39 @@ static qcoll_status_t refused_error(qcoll__ctx_t *comm) {
                       comm->nccl->why);
 }
 
+/* ---- the watchdog (nccl_watch.h) -------------------------------------- */
+
+static void watch_start(qcoll__ctx_t *comm, struct qcoll__nccl_comm *s) {
+  const qcoll__nccl_watch_api_t wapi = {api.comm_get_async_error,
+                                        api.comm_abort, api.get_error_string};
+  s->watch = qcoll__nccl_watch_start(comm, s->handle, &wapi, qcoll__runtime());
+}
+
+/* Stop the watchdog before anything here aborts or frees the handle it
+ * polls. */
+static void watch_stop(struct qcoll__nccl_comm *s) {
+  qcoll__nccl_watch_stop(s->watch);
+  s->watch = NULL;
+}
+
+/* When the watchdog fired it has aborted the handle: forget it, remember
+ * why, and return the watchdog's error (QCOLL_OK when it did not fire). */
+static qcoll_status_t take_watch_verdict(qcoll__ctx_t *comm,
+                                         struct qcoll__nccl_comm *s,
+                                         const char *fn) {
+  qcoll_status_t st = QCOLL_OK;
+  char why[REASON_BYTES * 2];
+  if (!s || !qcoll__nccl_watch_fired(s->watch, &st, why, sizeof why))
+    return QCOLL_OK;
+  watch_stop(s);
+  s->handle = NULL;
+  s->broken = true;
+  s->state = QCOLL__NCCL_REFUSED;
+  snprintf(s->why, sizeof s->why, "the NCCL watchdog aborted it");
+  qcoll__ctx_mark_broken(comm);
+  return qcoll__error(comm, st, "%s: %s", fn, why);
+}
+
 qcoll_status_t qcoll__nccl_comm_get(qcoll__ctx_t *comm, void **nccl_comm) {
   *nccl_comm = NULL;
   if (!comm->nccl) {
@@ -888,6 +923,7 @@ qcoll_status_t qcoll__nccl_comm_get(qcoll__ctx_t *comm, void **nccl_comm) {
     }
   }
   if (comm->nccl->state != QCOLL__NCCL_READY) return refused_error(comm);
+  if (!comm->nccl->watch) watch_start(comm, comm->nccl);
   *nccl_comm = comm->nccl->handle;
   return QCOLL_OK;
 }
@@ -953,6 +989,8 @@ static void release_handle(qcoll__ctx_t *comm, struct qcoll__nccl_comm *s,
 void qcoll__nccl_comm_destroy(qcoll__ctx_t *comm) {
   struct qcoll__nccl_comm *s = comm->nccl;
   if (!s) return;
+  (void)take_watch_verdict(comm, s, "qcoll_comm_destroy");
+  watch_stop(s);
   comm->nccl = NULL;
   if (s->handle || s->parent) {
     qcoll__device_guard_t guard;
@@ -971,6 +1009,9 @@ void qcoll__nccl_comm_destroy(qcoll__ctx_t *comm) {
 
 qcoll_status_t qcoll__nccl_poll_async_error(qcoll__ctx_t *comm) {
   struct qcoll__nccl_comm *s = comm->nccl;
+  qcoll_status_t watched =
+      take_watch_verdict(comm, s, "qcoll_comm_get_async_error");
+  if (watched != QCOLL_OK) return watched;
   if (!s || s->state != QCOLL__NCCL_READY || !s->handle) return QCOLL_OK;
   int async = QCOLL__NCCL_SUCCESS;
   int r = api.comm_get_async_error(s->handle, &async);
@@ -991,6 +1032,7 @@ typedef struct nccl_call {
   const char *fn; /* qcoll function, for messages */
   void *handle;
   int dtype, op; /* NCCL values */
+  void *stream;
   qcoll__device_guard_t guard;
 } nccl_call_t;
 
@@ -1000,7 +1042,9 @@ typedef struct nccl_call {
 static qcoll_status_t begin(qcoll__ctx_t *comm, nccl_call_t *c, bool create,
                             qcoll_dtype_t dtype, qcoll_op_t op, bool reduction,
                             void *stream) {
-  qcoll_status_t st;
+  qcoll_status_t st = take_watch_verdict(comm, comm->nccl, c->fn);
+  if (st != QCOLL_OK) return st;
+  c->stream = stream;
   if (create) {
     st = qcoll__nccl_comm_prepare(comm, stream, &c->handle);
     if (st != QCOLL_OK) return st;
@@ -1036,6 +1080,7 @@ static qcoll_status_t end(qcoll__ctx_t *comm, nccl_call_t *c, int r,
   if (r == QCOLL__NCCL_IN_PROGRESS) {
     wait_end_t w = wait_nccl(comm, c->handle, qcoll__ctx_deadline(comm), &r);
     if (w != WAIT_DONE) {
+      watch_stop(s);
       abort_handle(comm, &s->handle);
       s->broken = true;
       if (w == WAIT_ABORTED) {
@@ -1066,6 +1111,8 @@ static qcoll_status_t end(qcoll__ctx_t *comm, nccl_call_t *c, int r,
     char d[REASON_BYTES * 2];
     describe(nccl_fn, c->handle, r, d, sizeof d);
     st = qcoll__error(comm, QCOLL_ERR_NCCL, "%s: %s", c->fn, d);
+  } else {
+    qcoll__nccl_watch_enqueued(s->watch, c->fn, nccl_fn, c->stream);
   }
 out:
   qcoll__device_guard_exit(comm, &c->guard);

@@ -29,6 +29,7 @@
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/message.h"
 #include "base/context.h"
+#include "../reliability/proc_readings.h"
 #include "qcoll.h"
 
 /* ---- ranks as threads ------------------------------------------------ */
@@ -412,6 +413,19 @@ static void missing_ranks_time_out_everywhere(void **state) {
   free_ranks(c, 2);
 }
 
+/* A root started with the default deadline (as qcoll_get_unique_id does
+ * without QCOLL_TIMEOUT) takes the ranks' shorter one from their hellos, so
+ * it names the missing rank before the ranks' own waits end. */
+static void root_takes_the_ranks_deadline(void **state) {
+  qcoll_unique_id_t id = start_root(300.0);
+  rank_ctx_t *c = run_ranks(&id, 2, NULL, 3, NULL, CHECK_TIMEOUT, NULL, NULL);
+  expect_all_fail(c, 2, QCOLL_ERR_TIMEOUT,
+                  "rank 2 never arrived within 2.0 s (QCOLL_TIMEOUT)",
+                  CHECK_TIMEOUT + QCOLL__BOOT_GRACE_S);
+  for (int i = 0; i < 2; i++) assert_true(c[i].init_s <= CHECK_TIMEOUT + 1.0);
+  free_ranks(c, 2);
+}
+
 static void unreachable_root_times_out(void **state) {
   /* A port nobody listens on: bind one, note it, close it. */
   int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -565,6 +579,90 @@ static void intruders_are_dropped_and_rendezvous_completes(void **state) {
   close(staller);
 }
 
+/* More stalled connections than the root's pool holds, made before any
+ * rank: the ranks still get in at once (the oldest stallers make room). */
+static void full_root_pool_drops_the_oldest(void **state) {
+  enum { STALLERS = 300 };
+  qcoll_unique_id_t id = start_root(CHECK_TIMEOUT);
+  qcoll__boot_id_t bid;
+  int stallers[STALLERS];
+  for (int i = 0; i < STALLERS; i++) stallers[i] = raw_connect(&id, &bid);
+  rank_ctx_t *c = run_ranks(&id, 3, NULL, 3, NULL, CHECK_TIMEOUT,
+                            body_allgather_check, NULL);
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(c[i].init_st, QCOLL_OK);
+    assert_int_equal(c[i].body_st, QCOLL_OK);
+    assert_true(c[i].init_s < 1.0);
+  }
+  free_ranks(c, 3);
+  for (int i = 0; i < STALLERS; i++) close(stallers[i]);
+}
+
+static int connect_addr(const qcoll__boot_addr_t *a);
+
+/* Rank 0 of a world of 2 joining in a thread of its own. */
+static pthread_t start_rank0_of_2(rank_ctx_t *r0, const qcoll_unique_id_t *id,
+                                  double timeout_s) {
+  memset(r0, 0, sizeof *r0);
+  ctx_setup(&r0->ctx, 0, 2, timeout_s);
+  r0->id = *id;
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, rank_main, r0), 0);
+  return t;
+}
+
+/* A rank's ring socket keeps its queue moving while the rank waits for the
+ * root: a connection that sends nothing is dropped at its hello deadline,
+ * before the rendezvous ends, not queued until rank-1 is expected. */
+static void ring_socket_drops_stallers_during_rendezvous(void **state) {
+  /* The hello deadline is min(T, 5 s): with T = 8 s a staller goes at 5 s,
+   * while the rendezvous still waits for rank 1. */
+  const double T = 8.0, H = QCOLL__BOOT_HELLO_DEADLINE_S;
+  int before[64];
+  int nbefore = proc_listen_ports(getpid(), before, 64);
+  qcoll_unique_id_t id = start_root(T);
+  rank_ctx_t r0;
+  pthread_t t = start_rank0_of_2(&r0, &id, T);
+  /* Rank 0's ring port: the one new listener that is not the root's. */
+  qcoll__boot_id_t bid;
+  assert_int_equal(qcoll__id_decode(&id, &bid, NULL), QCOLL__MSG_OK);
+  int ring_port = 0;
+  for (int tries = 0; tries < 2000 && !ring_port; tries++) {
+    int now[64];
+    int n = proc_listen_ports(getpid(), now, 64);
+    for (int i = 0; i < n && !ring_port; i++) {
+      bool old = now[i] == bid.root.port;
+      for (int k = 0; k < nbefore; k++) old = old || now[i] == before[k];
+      if (!old) ring_port = now[i];
+    }
+    if (!ring_port) usleep(1000);
+  }
+  assert_true(ring_port > 0);
+  qcoll__boot_addr_t a = {.family = 4, .port = (uint16_t)ring_port};
+  a.ip[0] = 127, a.ip[3] = 1;
+  int staller = connect_addr(&a);
+  double hung_up = wait_hangup(staller, H + 2.0);
+  printf(
+      "staller at rank 0's ring socket dropped after %.2f s, rank 1 not "
+      "yet started (hello deadline %.1f s)\n",
+      hung_up, H);
+  assert_true(hung_up >= H - 0.5 && hung_up <= H + 1.0);
+  close(staller);
+  /* Now rank 1: the rendezvous completes. */
+  rank_ctx_t r1;
+  memset(&r1, 0, sizeof r1);
+  ctx_setup(&r1.ctx, 1, 2, T);
+  r1.id = id;
+  rank_main(&r1);
+  pthread_join(t, NULL);
+  assert_int_equal(r0.init_st, QCOLL_OK);
+  assert_int_equal(r1.init_st, QCOLL_OK);
+  qcoll__bootstrap_destroy(r0.bs);
+  qcoll__bootstrap_destroy(r1.bs);
+  pthread_mutex_destroy(&r0.ctx.error_lock);
+  pthread_mutex_destroy(&r1.ctx.error_lock);
+}
+
 static void staller_is_dropped_at_its_deadline(void **state) {
   const double T = 2.0; /* hello deadline = min(T, 5 s) = 2 s */
   qcoll_unique_id_t id = start_root(T);
@@ -681,11 +779,7 @@ static void ring_socket_drops_intruders(void **state) {
   assert_int_equal(qcoll__id_decode(&id, &bid, NULL), QCOLL__MSG_OK);
 
   rank_ctx_t r0;
-  memset(&r0, 0, sizeof r0);
-  ctx_setup(&r0.ctx, 0, 2, T);
-  r0.id = id;
-  pthread_t t;
-  pthread_create(&t, NULL, rank_main, &r0);
+  pthread_t t = start_rank0_of_2(&r0, &id, T);
 
   /* Join the rendezvous as rank 1. */
   int lport;
@@ -728,6 +822,11 @@ static void ring_socket_drops_intruders(void **state) {
       connect_addr(&r0_addr); /* right secret, wrong message */
   raw_send(rendezvous_hello, buf, qcoll__msg_encode_hello(&h, buf, sizeof buf));
   int staller = connect_addr(&r0_addr);
+  /* More stallers than the ring socket's pool holds: they push out each
+   * other, never the real rank 1 below. */
+  enum { STALLERS = 100 };
+  int stallers[STALLERS];
+  for (int i = 0; i < STALLERS; i++) stallers[i] = connect_addr(&r0_addr);
   assert_true(wait_hangup(garbage, 2.0) >= 0);
   assert_true(wait_hangup(wrong_secret, 2.0) >= 0);
   assert_true(wait_hangup(wrong_rank, 2.0) >= 0);
@@ -750,6 +849,7 @@ static void ring_socket_drops_intruders(void **state) {
   assert_int_equal(r0.init_st, QCOLL_OK);
   /* The staller was still connected: it did not hold up rank 0. */
   assert_true(r0.init_s < QCOLL_MIN(T, QCOLL__BOOT_HELLO_DEADLINE_S));
+  for (int i = 0; i < STALLERS; i++) close(stallers[i]);
 
   /* A barrier between the real rank 0 and this hand-made rank 1. */
   op_thread_t o = {&r0, 0, 0, QCOLL_OK, 0};
@@ -1095,11 +1195,15 @@ int main(int argc, char **argv) {
       {"checks", cmocka_unit_test(duplicate_rank)},
       {"checks", cmocka_unit_test(rank_out_of_range)},
       {"timeouts", cmocka_unit_test(missing_ranks_time_out_everywhere)},
+      {"timeouts", cmocka_unit_test(root_takes_the_ranks_deadline)},
       {"timeouts", cmocka_unit_test(unreachable_root_times_out)},
       {"timeouts", cmocka_unit_test(collective_times_out)},
       {"intruders",
        cmocka_unit_test(intruders_are_dropped_and_rendezvous_completes)},
       {"intruders", cmocka_unit_test(staller_is_dropped_at_its_deadline)},
+      {"intruders", cmocka_unit_test(full_root_pool_drops_the_oldest)},
+      {"intruders",
+       cmocka_unit_test(ring_socket_drops_stallers_during_rendezvous)},
       {"intruders", cmocka_unit_test(ring_socket_drops_intruders)},
       {"failures", cmocka_unit_test(abort_unblocks_and_peer_sees_failure)},
       {"failures", cmocka_unit_test(comm_abort_unblocks_init)},

@@ -202,6 +202,7 @@ static int fuzz_hello(const uint8_t *p, size_t n, why_buf_t *w) {
     broken("decode_hello", "accepted a hello whose re-encoding differs");
   if (qcoll__msg_decode_hello(re, sizeof re, &again, NULL) != QCOLL__MSG_OK ||
       again.rank != out.rank || again.nranks != out.nranks ||
+      again.timeout_ms != out.timeout_ms ||
       !same_addr(&again.listen, &out.listen) ||
       memcmp(again.secret, out.secret, sizeof out.secret))
     broken("decode_hello", "re-encoded hello decodes differently");

@@ -82,6 +82,7 @@ static size_t sample_hello(int family, int rank, int nranks, uint8_t *buf) {
   h.rank = rank;
   h.nranks = nranks;
   h.listen = addr(family, 40001);
+  h.timeout_ms = 300000;
   return qcoll__msg_encode_hello(&h, buf, QCOLL__BOOT_HELLO_BYTES);
 }
 

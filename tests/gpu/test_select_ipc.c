@@ -32,6 +32,15 @@ static qcoll__select_in_t gpu_call(qcoll__coll_t coll, qcoll_dtype_t dtype,
   return in;
 }
 
+/* Whether forcing NCCL warns, with the thresholds of the environment as it
+ * is now. */
+static bool nccl_stalls(qcoll__select_in_t in) {
+  qcoll__config_t config;
+  qcoll__config_read(&config);
+  in.config = &config;
+  return qcoll__select_nccl_stalls(&in);
+}
+
 /* The table with the thresholds of the environment as it is now. */
 static qcoll__path_t pick(qcoll__select_in_t in) {
   qcoll__config_t config;
@@ -150,7 +159,11 @@ static void crowded_gpu_keeps_nccl_off_but_send_recv(void **state) {
                                                          : QCOLL__PATH_TWOSHOT);
       else
         assert_int_equal(p, QCOLL__PATH_IPC);
+      /* What forcing NCCL warns about: the same calls the table keeps off */
+      assert_int_equal(nccl_stalls(in),
+                       c != QCOLL__COLL_SEND && c != QCOLL__COLL_RECV);
       in.ranks_per_gpu = 2;
+      assert_false(nccl_stalls(in));
       if (bytes > ((size_t)16 << 20) && c != QCOLL__COLL_BARRIER)
         assert_int_equal(pick(in), QCOLL__PATH_NCCL);
     }

@@ -387,9 +387,17 @@ static void describe_functions_fill_and_refuse_small_buffers(void **state) {
       qcoll_selection_table_format, qcoll_backends_describe};
   const char *must_contain[] = {"staged", "NCCL"};
   for (int i = 0; i < 2; i++) {
-    size_t needed = 0;
-    assert_int_equal(fns[i](NULL, 0, &needed), QCOLL_ERR_INVALID_ARGUMENT);
+    /* Size queries: a NULL buffer (whatever len says) or a len of 0. */
+    size_t needed = 0, again = 0, zero = 0;
+    assert_int_equal(fns[i](NULL, 0, &needed), QCOLL_OK);
     assert_true(needed > 10);
+    assert_int_equal(fns[i](NULL, 4096, &again), QCOLL_OK);
+    assert_int_equal(again, needed);
+    char untouched[2] = {'x', 'y'};
+    assert_int_equal(fns[i](untouched, 0, &zero), QCOLL_OK);
+    assert_int_equal(zero, needed);
+    assert_int_equal(untouched[0], 'x');
+    assert_int_equal(fns[i](NULL, 0, NULL), QCOLL_ERR_INVALID_ARGUMENT);
     char small[4];
     assert_int_equal(fns[i](small, sizeof small, NULL),
                      QCOLL_ERR_INVALID_ARGUMENT);

@@ -464,15 +464,25 @@ typedef struct timing {
 } timing_t;
 
 /* A failed qcoll call ends the run: the launcher stops the other ranks. */
+/* Leave after a failure without exit()'s handlers: the CUDA runtime's
+ * would wait for GPU work that may never finish (a stalled kernel), so the
+ * rank would hang after printing why it gave up. */
+static void leave(int code) __attribute__((noreturn));
+static void leave(int code) {
+  fflush(stdout);
+  fflush(stderr);
+  _exit(code);
+}
+
 static void die_on_status(bench_t *b, qcoll_status_t st, const char *what) {
   if (st == QCOLL_OK) return;
   fprintf(stderr, PROG_NAME ": rank %d: %s failed: %s: %s\n", b->rank, what,
           qcoll_status_string(st),
           b->comm ? qcoll_comm_last_error(b->comm) : qcoll_last_error());
   if (b->comm) qcoll_comm_abort(b->comm);
-  exit(st == QCOLL_ERR_INVALID_ARGUMENT || st == QCOLL_ERR_UNSUPPORTED
-           ? EXIT_USAGE
-           : 1);
+  leave(st == QCOLL_ERR_INVALID_ARGUMENT || st == QCOLL_ERR_UNSUPPORTED
+            ? EXIT_USAGE
+            : 1);
 }
 
 static void die(bench_t *b, const char *fmt, ...)
@@ -485,7 +495,7 @@ static void die(bench_t *b, const char *fmt, ...) {
   fprintf(stderr, "\n");
   va_end(ap);
   if (b->comm) qcoll_comm_abort(b->comm);
-  exit(1);
+  leave(1);
 }
 
 static void describe_call(const perf_call_t *call, char *buf, size_t len) {

@@ -576,23 +576,48 @@ static void on_rank_exit(job_t *job, int rank) {
   }
 }
 
+/* A rank killed by a signal is more likely the origin of a failure than
+ * one that exited with an error (typically after noticing the other). */
+static bool killed_by_signal(const job_t *job, int r) {
+  return WIFSIGNALED(job->ranks[r].wait_status);
+}
+
+/* Reap every rank that has ended, then report them killed-by-signal first:
+ * when the launcher was descheduled while ranks ended (a loaded machine),
+ * waitpid returns them in creation order, not in the order they ended, and
+ * the survivor that exited because of a dead peer would be blamed. */
 static void reap_children(job_t *job) {
+  int nranks = job->opt->nranks;
+  int *ended = malloc((size_t)nranks * sizeof *ended);
+  int n = 0;
   for (;;) {
     int st;
     pid_t pid = waitpid(-1, &st, WNOHANG);
     if (pid < 0 && errno == EINTR) continue;
-    if (pid <= 0) return;
+    if (pid <= 0) break;
     int r = rank_of_pid(job, pid);
     if (r < 0) continue;
     job->ranks[r].running = false;
     job->ranks[r].wait_status = st;
     job->n_running--;
-    on_rank_exit(job, r);
-    /* When stopping, also end what the rank left behind in its group (a
-     * shell's background job ignores SIGINT).  The group id cannot have
-     * been reused this soon after the leader was reaped. */
-    if (job->stopping) kill(-pid, SIGKILL);
+    if (ended && n < nranks) {
+      ended[n++] = r;
+    } else {
+      on_rank_exit(job, r);
+      if (job->stopping) kill(-pid, SIGKILL);
+    }
   }
+  for (int pass = 0; pass < 2; pass++)
+    for (int i = 0; i < n; i++) {
+      int r = ended[i];
+      if (killed_by_signal(job, r) != (pass == 0)) continue;
+      on_rank_exit(job, r);
+      /* When stopping, also end what the rank left behind in its group (a
+       * shell's background job ignores SIGINT).  The group id cannot have
+       * been reused this soon after the leader was reaped. */
+      if (job->stopping) kill(-job->ranks[r].pid, SIGKILL);
+    }
+  free(ended);
 }
 
 static void handle_stop_signal(job_t *job) {
