@@ -334,7 +334,8 @@ typedef enum qcoll_quant {
   QCOLL_QUANT_INT8 = 3,
   QCOLL_QUANT_INT6 = 4,
   QCOLL_QUANT_INT4 = 5,
-  QCOLL_QUANT_COUNT = 6
+  QCOLL_QUANT_INT3 = 6,
+  QCOLL_QUANT_COUNT = 7
 } qcoll_quant_t;
 
 /** Name of an algorithm ("auto", "host", "oneshot", ...), or "invalid".

@@ -56,7 +56,8 @@ static const env_entry_t env_table[] = {
      "force the path of GPU collectives: auto, host (staged), nccl, ipc; "
      "oneshot and twoshot for all-reduce only (the barrier keeps its own)"},
     {"QCOLL_QUANT", "none",
-     "quantised transfer for GPU all-reduce: none, fp8, int8, int6, int4"},
+     "quantised transfer for GPU all-reduce: none, fp8, int8, int6, int4, "
+     "int3"},
     {"QCOLL_QUANT_MIN_BYTES", "1M",
      "messages smaller than this are never quantised"},
     {"QCOLL_IPC_BYTES", "64M", "CUDA IPC buffer per rank (data and flags)"},

@@ -106,6 +106,7 @@ static void print_usage(FILE *f) {
       "                          and oneshot twoshot for all_reduce (not "
       "barrier)\n"
       "  -q, --quant Q           all_reduce transfer: none fp8 int8 int6 int4\n"
+      "                          int3\n"
       "  -m, --memory host|gpu   buffer memory (default gpu with a GPU, else "
       "host)\n"
       "      --vs-nccl           also run NCCL on the same buffers and print "
@@ -213,7 +214,8 @@ static qcoll_quant_t parse_quant(const char *s) {
   for (int i = QCOLL_QUANT_NONE; i < QCOLL_QUANT_COUNT; i++)
     if (strcasecmp(s, qcoll_quant_name((qcoll_quant_t)i)) == 0)
       return (qcoll_quant_t)i;
-  input_error("-q: unknown quantisation '%s' (none fp8 int8 int6 int4)", s);
+  input_error("-q: unknown quantisation '%s' (none fp8 int8 int6 int4 int3)",
+              s);
 }
 
 static void parse_options(int argc, char **argv, perf_opts_t *o) {
