@@ -187,9 +187,9 @@ static void test_gpu_matches_cpu(void **state) {
     values += sizes[k];
   }
   print_message(
-      "GPU == CPU bit for bit: %zu values x 4 formats x %d variants x "
+      "GPU == CPU bit for bit: %zu values x %zu formats x %d variants x "
       "{aligned, unaligned} x {encode, decode}\n",
-      values, QCOLL_CODEC_CUDA_VARIANTS);
+      values, NFORMATS, QCOLL_CODEC_CUDA_VARIANTS);
 }
 
 static void test_bad_format(void **state) {

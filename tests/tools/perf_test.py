@@ -239,7 +239,7 @@ def case_bad_flags(run_, perf):
         (["--vs-nccl=1"], "unknown option '--vs-nccl=1'"),
         (["-a", "fastest"], "unknown algorithm 'fastest'"),
         (["-m", "host", "-a", "oneshot"], "-a oneshot needs GPU buffers"),
-        (["-q", "int3"], "unknown quantisation 'int3'"),
+        (["-q", "int2"], "unknown quantisation 'int2'"),
         (["-m", "disk"], "memory must be host or gpu"),
         (["-z"], "unknown option -z"),
         (["--bogus"], "unknown option '--bogus'"),
