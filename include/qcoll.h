@@ -357,7 +357,9 @@ typedef enum qcoll_quant {
   QCOLL_QUANT_INT8 = 3,
   QCOLL_QUANT_INT6 = 4,
   QCOLL_QUANT_INT4 = 5,
-  QCOLL_QUANT_COUNT = 6
+  QCOLL_QUANT_INT3 = 6, /**< 3-bit codes: 7 levels per group of 32 values
+                             sharing one f32 scale (16 bytes a group) */
+  QCOLL_QUANT_COUNT = 7
 } qcoll_quant_t;
 
 /** Name of an algorithm ("auto", "host", "oneshot", ...), or "invalid".

@@ -53,6 +53,7 @@ class Quant(enum.IntEnum):
     INT8 = 3
     INT6 = 4
     INT4 = 5
+    INT3 = 6
 
 
 # Element type names as numpy, torch (without "torch."), DLPack and the C

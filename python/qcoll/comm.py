@@ -457,7 +457,8 @@ class Comm:
         ``algo`` forces the path of this call ('auto', 'host', 'oneshot',
         'twoshot', 'nccl', 'ipc'; None: the selection table, or
         QCOLL_ALGO), ``quant`` its transfer (None/'default', 'none'/'fp',
-        'fp8', 'int8', 'int6', 'int4').  Every rank must pass the same."""
+        'fp8', 'int8', 'int6', 'int4', 'int3').  Every rank must pass the
+        same."""
         what = "qcoll.Comm.all_reduce"
         ops = _Operands(what, stream, True, sendbuf=sendbuf, recvbuf=recvbuf)
         out = self._reduce_out(ops, what)

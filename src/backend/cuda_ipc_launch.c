@@ -37,7 +37,7 @@ static qcoll_status_t quant_all_reduce(qcoll__ctx_t *comm, const void *sendbuf,
   if (!qcoll__cuda_all_reduce_quant_supported(dtype, op, quant))
     return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
                         "quantised all-reduce supports f16, bf16 and f32 with "
-                        "fp8, int8, int6 or int4, not %s with %s",
+                        "fp8, int8, int6, int4 or int3, not %s with %s",
                         qcoll_dtype_name(dtype), qname);
   if (algo != QCOLL_ALGO_AUTO && algo != QCOLL_ALGO_TWOSHOT)
     return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,

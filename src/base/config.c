@@ -92,7 +92,8 @@ static const env_entry_t env_table[] = {
      "oneshot and twoshot for all-reduce only (the barrier keeps its own)",
      ENV_STR, 0, 0, 0},
     {"QCOLL_QUANT", "none",
-     "quantised transfer for GPU all-reduce: none, fp8, int8, int6, int4",
+     "quantised transfer for GPU all-reduce: none, fp8, int8, int6, int4, "
+     "int3",
      ENV_STR, 0, 0, 0},
     {"QCOLL_QUANT_MIN_BYTES", "1M",
      "messages smaller than this are never quantised",

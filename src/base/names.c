@@ -37,7 +37,7 @@ const char *qcoll_algo_name(qcoll_algo_t algo) {
 
 const char *qcoll_quant_name(qcoll_quant_t quant) {
   static const char *names[] = {"default", "none", "fp8",
-                                "int8",    "int6", "int4"};
+                                "int8",    "int6", "int4", "int3"};
   return (unsigned)quant < QCOLL_QUANT_COUNT ? names[quant] : "invalid";
 }
 

@@ -1,7 +1,7 @@
 /*
  * codec.h - the quantisation formats of quantised all-reduce (FP8, INT8,
- * INT6, INT4), one header for host C11 and for CUDA device code, so that the
- * CPU reference decides bit for bit what the GPU kernels must produce.
+ * INT6, INT4, INT3), one header for host C11 and for CUDA device code, so
+ * that the CPU reference decides bit for bit what the GPU kernels must produce.
  *
  * ==== API (all host and device; qcoll__codec_ prefix) =====================
  *
@@ -13,9 +13,9 @@
  *   time: quad_bytes, pack_quad, quad_code; device only: warp_encode,
  *   warp_decode (one group per warp); segment_max, segment_encode,
  *   segment_decode, store_quad_aligned (four elements per lane).
- * fmt is QCOLL_QUANT_FP8, _INT8, _INT6 or _INT4; for any other value sizes
- * are 0 and nothing is written.  Host f16/bf16 data converts to and from f32
- * with core/dtype.h.
+ * fmt is QCOLL_QUANT_FP8, _INT8, _INT6, _INT4 or _INT3; for any other value
+ * sizes are 0 and nothing is written.  Host f16/bf16 data converts to and
+ * from f32 with base/dtype.h.
  *
  * ==== Groups ==============================================================
  *
@@ -29,6 +29,7 @@
  *     INT8    127            8          32 B     36
  *     INT6    31             6          24 B     28
  *     INT4    7              4          16 B     20
+ *     INT3    3              3          12 B     16
  *     FP8     448            8 (e4m3)   32 B     36
  *
  * Every group size is a multiple of 4, so in a buffer whose base is 4-byte
@@ -44,12 +45,36 @@
  *
  * Everything below is derived from amax.  Let p = 2^64 when amax < 2^-64
  * (bits < 0x1f800000), else p = 1, and a = amax * p (exact: a power of two).
- * The pre-scale p keeps R/a finite for every subnormal amax (down to 2^-149)
- * and keeps a/R a normal float, so tiny groups keep full relative precision.
+ * The pre-scale p makes a a normal float for every subnormal amax (down to
+ * 2^-149), so tiny groups keep full relative precision.
  *
  *     inv  = fl(R / a)          (0 for an all-zero or non-finite group)
  *     step = fl(a / R)
  *     post = 1 / p              (1 or 2^-64, exact)
+ *
+ * Both quotients are computed without a division, once per group: with
+ * a = m * 2^e, m in [1, 2) (a's mantissa bits), and W = fl(1 / R) (a
+ * constant of the format),
+ *
+ *     y    = rcp(m)                                  (within an ulp of 1/m)
+ *     q    = fl(R * y);  q = fma(fma(-q, m, R), y, q)    = fl(R / m)
+ *     inv  = fl(q * 2^-e)                                 = fl(R / a)
+ *     step = fl(a * W);  step = fma(fma(-step, R, a), W, step) = fl(a / R)
+ *
+ * rcp(m): y = fma(-8/17, m, 24/17) (relative error <= 1/17 on [1, 2)),
+ * then three Newton steps e = fma(-m, y, 1), y = fma(y, e, y).  The
+ * correction steps are Markstein's: given a reciprocal within an ulp, the
+ * residual fma(-q, m, R) is exact and the second fma rounds the quotient
+ * correctly.  test_codec checks fl(R / m) for all 2^23 mantissas and every
+ * format, and step for every mantissa and a spread of exponents (a / R and
+ * R / m stay normal for every a from 2^-85 to FLT_MAX, so scaling by 2^e
+ * changes nothing).  2^-e (e in -85..127) is exact as a float (2^-127 is a
+ * subnormal), and multiplying by it is exact unless R / a < 2^-126 (only
+ * INT3, amax above 1.5 * 2^127): there inv is that product, one rounding
+ * into the subnormal range.  Every step is one correctly rounded fused
+ * multiply-add or multiply (fmaf on the host, __fmaf_rn on the device), so
+ * the results are the same bits everywhere; a group costs about a dozen
+ * such operations, and encoding and decoding a value are multiplications.
  *
  * fl() is one IEEE-754 binary32 operation rounded to nearest even.
  *
@@ -67,7 +92,8 @@
  *         value m * 2^-9.
  *
  * Why the largest element lands EXACTLY on R: amax * p = a, so
- * t = fl(a * fl(R / a)) = R (1 + d1)(1 + d2) with |d1|, |d2| <= 2^-24, i.e.
+ * t = fl(a * fl(R / a)) = R (1 + d1)(1 + d2) with |d1|, |d2| <= 2^-24
+ * (INT3's subnormal inv: |d1| <= 2^-22), i.e.
  * |t - R| <= 448 * 2^-23 < 2^-14, far less than the 0.5 needed for INT
  * rounding to give R or the 16 needed for e4m3 to give 448 (its neighbour is
  * 416).  -amax gives -R the same way (rounding is symmetric): code 0 for INT,
@@ -90,8 +116,9 @@
  * The first term is the rounding to a code (half a step; for FP8 half an
  * e4m3 ulp: relative 2^-4 for normals, absolute 2^-10 in t units in the
  * subnormal range).  The slack covers the four f32 roundings (inv, t, v*step,
- * *post: each <= 2^-24 relative, 4 * 2^-24 <= 2^-21 with margin) and one
- * rounding into the subnormal range (<= 2^-150 absolute) for tiny groups.
+ * *post: each <= 2^-24 relative, INT3's subnormal inv 2^-22; at most
+ * 7 * 2^-24 < 2^-21) and one rounding into the subnormal range (<= 2^-150
+ * absolute) for tiny groups.
  *
  * ==== Policies ============================================================
  *
@@ -113,12 +140,13 @@
  * ==== Bit-exactness between host and device ===============================
  *
  * Each operation above is a single correctly rounded binary32 operation: on
- * the device through __fmul_rn/__fdiv_rn (never contracted into an FMA,
- * never approximated), on the host through plain C operators, which are
- * IEEE binary32 when FLT_EVAL_METHOD == 0 (checked below).  No expression
- * here has the form a*b+c, so FMA contraction (-ffp-contract=fast, GCC's
- * default in GNU C mode) cannot change any result; code that accumulates
- * decoded values (the tests, the reference schemes) is compiled with
+ * the device through __fmul_rn/__fmaf_rn (never contracted, never
+ * approximated; no division anywhere), on the host through plain C
+ * operators and fmaf, which are IEEE binary32 when FLT_EVAL_METHOD == 0
+ * (checked below).  No expression here has the form a*b+c outside an
+ * explicit fmaf, so FMA contraction (-ffp-contract=fast, GCC's default in
+ * GNU C mode) cannot change any result; code that accumulates decoded
+ * values (the tests, the reference schemes) is compiled with
  * -ffp-contract=off.  Requirements: the default rounding mode (nearest even)
  * on the host; no -ffast-math (host) and no -ftz=true / -use_fast_math
  * (device), which flush the subnormals that tiny groups depend on.
@@ -140,6 +168,10 @@
  *               bytes 3k, 3k+1, 3k+2 = w, w >> 8, w >> 16.  Lane i puts
  *               c << 6*(i%4) in a word, ORs it across its quad (shuffle xor
  *               1, 2), and lanes with i%4 < 3 write byte 3*(i/4) + i%4.
+ *        INT3:  every 8 codes make 3 bytes the same way (code j of the 8 at
+ *               bit 3j of w): lane i puts c << 3*(i%8) in a word, ORs it
+ *               across its eight (shuffle xor 1, 2, 4), and lanes with
+ *               i%8 < 3 write byte 3*(i/8) + i%8.
  * Decoding: every lane reads the scale, s = qcoll__codec_dec_scale(fmt,
  * bits), and lane i decodes qcoll__codec_unpack_one(fmt, group + 4, i).
  * qcoll__codec_warp_encode / qcoll__codec_warp_decode below do exactly this;
@@ -151,9 +183,13 @@
  * Lane k of eight holds elements 4k..4k+3: the group's amax is the max of
  * the four abs_bits and of the other seven lanes' (3 shuffles), every lane
  * derives the scale itself, and its four codes, packed by pack_quad, are
- * exactly quad_bytes(fmt) = 4, 3 or 2 bytes of the packed codes at
- * group + 4 + quad_bytes * k (no byte is shared between lanes).  Decoding
- * reads those bytes back as one word and takes quad_code(fmt, word, j).
+ * the quad_bits(fmt) = 32, 24, 16 or 12 bits of the packed codes starting
+ * at bit quad_bits * k of group + 4.  For the byte formats these are
+ * quad_bytes = 4, 3 or 2 whole bytes, and no byte is shared between lanes;
+ * INT3's 12 bits are half of 3 bytes, so an even lane takes its odd
+ * neighbour's quad (segment_share: one shuffle) and writes both, 3 bytes at
+ * group + 4 + 3 * (k / 2), and an odd lane writes nothing.  Decoding reads
+ * the word(s) holding the quad's bits and takes quad_code(fmt, word, j).
  */
 #ifndef QCOLL_COLL_CODEC_H
 #define QCOLL_COLL_CODEC_H
@@ -218,11 +254,12 @@ QCOLL_HD float qcoll__codec_mul(float a, float b) {
   return qcoll__mul_rn_f32(a, b);
 }
 
-QCOLL_HD float qcoll__codec_div(float a, float b) {
+/* fl(a * b + c), one rounding. */
+QCOLL_HD float qcoll__codec_fma(float a, float b, float c) {
 #ifdef __CUDA_ARCH__
-  return __fdiv_rn(a, b);
+  return __fmaf_rn(a, b, c);
 #else
-  return a / b;
+  return fmaf(a, b, c);
 #endif
 }
 
@@ -238,10 +275,11 @@ QCOLL_HD int32_t qcoll__codec_rint(float t) {
 
 /* ---- formats --------------------------------------------------------- */
 
-/* Whether fmt is one of the four quantised formats. */
+/* Whether fmt is one of the five quantised formats. */
 QCOLL_HD int qcoll__codec_valid(qcoll_quant_t fmt) {
   return fmt == QCOLL_QUANT_FP8 || fmt == QCOLL_QUANT_INT8 ||
-         fmt == QCOLL_QUANT_INT6 || fmt == QCOLL_QUANT_INT4;
+         fmt == QCOLL_QUANT_INT6 || fmt == QCOLL_QUANT_INT4 ||
+         fmt == QCOLL_QUANT_INT3;
 }
 
 /* R: the end of the signed range the group's amax maps onto; 0 for formats
@@ -252,7 +290,21 @@ QCOLL_HD uint32_t qcoll__codec_range(qcoll_quant_t fmt) {
     case QCOLL_QUANT_INT8: return 127;
     case QCOLL_QUANT_INT6: return 31;
     case QCOLL_QUANT_INT4: return 7;
+    case QCOLL_QUANT_INT3: return 3;
     default: return 0;
+  }
+}
+
+/* W = fl(1 / R), a constant of the format (the quotients below are
+ * computed from it and from rcp, never by a division). */
+QCOLL_HD float qcoll__codec_inv_range(qcoll_quant_t fmt) {
+  switch (fmt) {
+    case QCOLL_QUANT_FP8: return 1.0f / 448.0f;
+    case QCOLL_QUANT_INT8: return 1.0f / 127.0f;
+    case QCOLL_QUANT_INT6: return 1.0f / 31.0f;
+    case QCOLL_QUANT_INT4: return 1.0f / 7.0f;
+    case QCOLL_QUANT_INT3: return 1.0f / 3.0f;
+    default: return 0.0f;
   }
 }
 
@@ -263,11 +315,12 @@ QCOLL_HD uint32_t qcoll__codec_code_bits(qcoll_quant_t fmt) {
     case QCOLL_QUANT_INT8: return 8;
     case QCOLL_QUANT_INT6: return 6;
     case QCOLL_QUANT_INT4: return 4;
+    case QCOLL_QUANT_INT3: return 3;
     default: return 0;
   }
 }
 
-/* Bytes of one encoded group (scale + codes): 36, 28, 20, 36; 0 for a
+/* Bytes of one encoded group (scale + codes): 36, 28, 20, 16, 36; 0 for a
  * format that is not quantised. */
 QCOLL_HD uint32_t qcoll__codec_group_bytes(qcoll_quant_t fmt) {
   uint32_t bits = qcoll__codec_code_bits(fmt);
@@ -336,6 +389,54 @@ QCOLL_HD uint32_t qcoll__codec_abs_bits(float x) {
   return qcoll__codec_f32_to_bits(x) & 0x7fffffffu;
 }
 
+/* A reciprocal of m in [1, 2) within an ulp: a linear first guess (error
+ * <= 1/17) and three Newton steps, each a single fused multiply-add (the
+ * same bits on host and device). */
+QCOLL_HD float qcoll__codec_rcp_mantissa(float m) {
+  float y = qcoll__codec_fma(-0.470588237f /* 8/17 */, m,
+                             1.41176474f /* 24/17 */);
+  int i;
+  for (i = 0; i < 3; i++) {
+    const float e = qcoll__codec_fma(-m, y, 1.0f);
+    y = qcoll__codec_fma(y, e, y);
+  }
+  return y;
+}
+
+/* fl(n / d) from q within an ulp of it and y within an ulp of 1 / d
+ * (Markstein: the residual is exact, the last fma rounds correctly), for
+ * operands whose quotient and residual are normal. */
+QCOLL_HD float qcoll__codec_refine_quotient(float n, float d, float q,
+                                            float y) {
+  return qcoll__codec_fma(qcoll__codec_fma(-q, d, n), y, q);
+}
+
+/* 2^k as a float, for k in -149..127 (exact; subnormal below -126). */
+QCOLL_HD float qcoll__codec_pow2(int k) {
+  return qcoll__codec_bits_to_f32(k >= -126 ? (uint32_t)(k + 127) << 23
+                                            : 1u << (k + 149));
+}
+
+/* inv = fl(R / a) for a normal, finite a = m * 2^e: fl(R / m) * 2^-e (one
+ * rounding more only where R / a is subnormal: INT3, a > 1.5 * 2^127). */
+QCOLL_HD float qcoll__codec_inv_scale(qcoll_quant_t fmt, float a) {
+  const uint32_t bits = qcoll__codec_f32_to_bits(a);
+  const int e = (int)(bits >> 23) - 127;
+  const float m = qcoll__codec_bits_to_f32((bits & 0x007fffffu) | 0x3f800000u);
+  const float r = (float)qcoll__codec_range(fmt);
+  const float y = qcoll__codec_rcp_mantissa(m);
+  const float q =
+      qcoll__codec_refine_quotient(r, m, qcoll__codec_mul(r, y), y);
+  return qcoll__codec_mul(q, qcoll__codec_pow2(-e));
+}
+
+/* step = fl(a / R) for a normal, finite a >= 2^-85. */
+QCOLL_HD float qcoll__codec_step_scale(qcoll_quant_t fmt, float a) {
+  const float w = qcoll__codec_inv_range(fmt);
+  return qcoll__codec_refine_quotient(a, (float)qcoll__codec_range(fmt),
+                                      qcoll__codec_mul(a, w), w);
+}
+
 /* What encoding a group needs, derived from its amax bits. */
 typedef struct qcoll__codec_enc {
   uint32_t stored; /* the scale written to the group: amax, or NaN bits */
@@ -353,8 +454,7 @@ QCOLL_HD qcoll__codec_enc_t qcoll__codec_enc_scale(qcoll_quant_t fmt,
   s.pre = amax_bits < QCOLL_CODEC_TINY_BITS ? 18446744073709551616.0f : 1.0f;
   s.inv = (amax_bits == 0 || s.nonfinite)
               ? 0.0f
-              : qcoll__codec_div((float)qcoll__codec_range(fmt),
-                                 qcoll__codec_mul(amax, s.pre));
+              : qcoll__codec_inv_scale(fmt, qcoll__codec_mul(amax, s.pre));
   return s;
 }
 
@@ -377,9 +477,9 @@ QCOLL_HD qcoll__codec_dec_t qcoll__codec_dec_scale(qcoll_quant_t fmt,
   s.step =
       s.nonfinite
           ? 0.0f
-          : qcoll__codec_div(
-                qcoll__codec_mul(s.amax, tiny ? 18446744073709551616.0f : 1.0f),
-                (float)qcoll__codec_range(fmt));
+          : qcoll__codec_step_scale(
+                fmt, qcoll__codec_mul(s.amax,
+                                      tiny ? 18446744073709551616.0f : 1.0f));
   return s;
 }
 
@@ -453,6 +553,16 @@ QCOLL_HD void qcoll__codec_pack(qcoll_quant_t fmt,
       for (i = 0; i < QCOLL_CODEC_GROUP / 2; i++)
         dst[i] = (uint8_t)(codes[2 * i] | codes[2 * i + 1] << 4);
       break;
+    case QCOLL_QUANT_INT3:
+      for (i = 0; i < QCOLL_CODEC_GROUP / 8; i++) {
+        uint32_t w = 0;
+        int j;
+        for (j = 0; j < 8; j++) w |= codes[8 * i + j] << (3 * j);
+        dst[3 * i] = (uint8_t)w;
+        dst[3 * i + 1] = (uint8_t)(w >> 8);
+        dst[3 * i + 2] = (uint8_t)(w >> 16);
+      }
+      break;
     default: break;
   }
 }
@@ -469,17 +579,54 @@ QCOLL_HD uint32_t qcoll__codec_unpack_one(qcoll_quant_t fmt, const uint8_t *src,
       return (w >> (6 * (i & 3))) & 0x3fu;
     }
     case QCOLL_QUANT_INT4: return (src[i >> 1] >> (4 * (i & 1))) & 0xfu;
+    case QCOLL_QUANT_INT3: {
+      const uint8_t *b = src + 3 * (i >> 3);
+      uint32_t w = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16;
+      return (w >> (3 * (i & 7))) & 0x7u;
+    }
     default: return 0;
   }
 }
 
 /* Four codes at a time, for kernels that give each lane elements 4k..4k+3
- * of a group.  Four codes of 8, 6 or 4 bits end on a byte boundary, so
- * they are qcoll__codec_quad_bytes(fmt) = 4, 3 or 2 whole bytes of the
- * packed codes, starting at byte quad_bytes * k, and a lane can write or
- * read them without touching its neighbours' bytes. */
+ * of a group: quad_bits(fmt) = 32, 24, 16 or 12 bits of the packed codes,
+ * starting at bit quad_bits * k.  Four codes of 8, 6 or 4 bits end on a
+ * byte boundary, so they are qcoll__codec_quad_bytes(fmt) = 4, 3 or 2
+ * whole bytes, starting at byte quad_bytes * k, and a lane can write or
+ * read them without touching its neighbours' bytes.  INT3's 12 bits are
+ * not whole bytes: quad_bytes is 0, and two lanes' quads make 3 bytes
+ * (qcoll__codec_share_bytes). */
+QCOLL_HD uint32_t qcoll__codec_quad_bits(qcoll_quant_t fmt) {
+  return 4 * qcoll__codec_code_bits(fmt);
+}
+
 QCOLL_HD uint32_t qcoll__codec_quad_bytes(qcoll_quant_t fmt) {
-  return qcoll__codec_code_bits(fmt) / 2;
+  return qcoll__codec_quad_bits(fmt) % 8 ? 0 : qcoll__codec_quad_bits(fmt) / 8;
+}
+
+/* What lane k of eight writes of a group's packed codes: share_bytes(fmt,
+ * k) bytes at byte share_offset(fmt, k) of them.  The byte formats: its own
+ * quad.  INT3: an even lane its quad and its odd neighbour's (3 bytes at
+ * 3 * k / 2), an odd lane nothing. */
+QCOLL_HD uint32_t qcoll__codec_share_bytes(qcoll_quant_t fmt, int k) {
+  if (fmt == QCOLL_QUANT_INT3) return (k & 1) ? 0u : 3u;
+  return qcoll__codec_quad_bytes(fmt);
+}
+
+QCOLL_HD uint32_t qcoll__codec_share_offset(qcoll_quant_t fmt, int k) {
+  if (fmt == QCOLL_QUANT_INT3) return 3u * (uint32_t)(k >> 1);
+  return qcoll__codec_quad_bytes(fmt) * (uint32_t)k;
+}
+
+/* What lane k reads back: the share_bytes(fmt, k & ~1) bytes at
+ * share_offset(fmt, k) (INT3: the pair's 3 bytes for both lanes), and
+ * where its own quad starts in them, share_shift(fmt, k) bits up. */
+QCOLL_HD uint32_t qcoll__codec_read_bytes(qcoll_quant_t fmt) {
+  return qcoll__codec_share_bytes(fmt, 0);
+}
+
+QCOLL_HD uint32_t qcoll__codec_share_shift(qcoll_quant_t fmt, int k) {
+  return fmt == QCOLL_QUANT_INT3 ? 12u * (uint32_t)(k & 1) : 0u;
 }
 
 /* Codes 4k..4k+3 of a group as qcoll__codec_pack lays them out: the low
@@ -607,6 +754,13 @@ static __device__ __forceinline__ void qcoll__codec_warp_encode(
     w |= __shfl_xor_sync(0xffffffffu, w, 2);
     if ((lane & 3) != 3)
       codes[3 * (lane >> 2) + (lane & 3)] = (uint8_t)(w >> (8 * (lane & 3)));
+  } else if (fmt == QCOLL_QUANT_INT3) {
+    uint32_t w = c << (3 * (lane & 7));
+    w |= __shfl_xor_sync(0xffffffffu, w, 1);
+    w |= __shfl_xor_sync(0xffffffffu, w, 2);
+    w |= __shfl_xor_sync(0xffffffffu, w, 4);
+    if ((lane & 7) < 3)
+      codes[3 * (lane >> 3) + (lane & 7)] = (uint8_t)(w >> (8 * (lane & 7)));
   } else {
     codes[lane] = (uint8_t)c;
   }
@@ -662,6 +816,16 @@ static __device__ __forceinline__ uint32_t qcoll__codec_segment_encode(
   return qcoll__codec_pack_quad(fmt, c);
 }
 
+/* What lane k of its segment writes (qcoll__codec_share_bytes(fmt, k)
+ * bytes at share_offset): its quad, or for INT3 an even lane's quad with
+ * its odd neighbour's above it (bits 12..23).  Every lane of the warp
+ * calls it. */
+static __device__ __forceinline__ uint32_t qcoll__codec_segment_share(
+    qcoll_quant_t fmt, uint32_t quad) {
+  if (fmt != QCOLL_QUANT_INT3) return quad;
+  return quad | __shfl_down_sync(0xffffffffu, quad, 1) << 12;
+}
+
 /* The lane's four elements from the group's scale (dec_scale) and its
  * packed codes. */
 static __device__ __forceinline__ void qcoll__codec_segment_decode(
@@ -673,19 +837,21 @@ static __device__ __forceinline__ void qcoll__codec_segment_decode(
                                     s);
 }
 
-/* Store lane k's packed codes (`bytes` = quad_bytes(fmt)) at
- * p = group + 4 + bytes * k of a 4-byte aligned group: p is then 4-byte
- * aligned for 4 bytes and 2-byte aligned for 2; for 3 bytes p is even for
- * even k (16 bits at p, a byte at p + 2) and odd for odd k (a byte at p,
- * 16 bits at p + 1).  No byte is written by two lanes. */
+/* Store lane k's share (`bytes` = share_bytes(fmt, k)) at
+ * p = group + 4 + offset, offset = share_offset(fmt, k), of a 4-byte
+ * aligned group: p is then 4-byte aligned for 4 bytes and 2-byte aligned
+ * for 2; for 3 bytes (offset 3j) p is even for even j (16 bits at p, a
+ * byte at p + 2) and odd for odd j (a byte at p, 16 bits at p + 1).
+ * Nothing for 0 bytes.  No byte is written by two lanes. */
 static __device__ __forceinline__ void qcoll__codec_store_quad_aligned(
-    uint8_t *p, uint32_t bytes, uint32_t quad, int k) {
+    uint8_t *p, uint32_t bytes, uint32_t quad, uint32_t offset) {
+  if (bytes == 0) return;
   if (bytes == 4) {
     *(uint32_t *)p = quad;
   } else if (bytes == 2) {
     *(uint16_t *)p = (uint16_t)quad;
-  } else { /* no branch on k: neighbouring lanes take the other parity */
-    const int odd = k & 1;
+  } else { /* no branch on j: neighbouring lanes take the other parity */
+    const int odd = (int)(offset & 1u);
     *(uint16_t *)(p + odd) = (uint16_t)(quad >> (8 * odd));
     p[odd ? 0 : 2] = (uint8_t)(quad >> (odd ? 0 : 16));
   }

@@ -135,9 +135,10 @@ int main(int argc, char **argv) {
          "encode_ms", "encode_GB/s", "decode_ms", "decode_GB/s", "both_GB/s",
          "ratio");
   static const qcoll_quant_t formats[] = {QCOLL_QUANT_FP8, QCOLL_QUANT_INT8,
-                                          QCOLL_QUANT_INT6, QCOLL_QUANT_INT4};
+                                          QCOLL_QUANT_INT6, QCOLL_QUANT_INT4,
+                                          QCOLL_QUANT_INT3};
   int below = 0;
-  for (size_t f = 0; f < 4; f++) {
+  for (size_t f = 0; f < sizeof formats / sizeof formats[0]; f++) {
     double best = 0;
     w.fmt = formats[f];
     const double enc_bytes = (double)qcoll__codec_encoded_bytes(w.fmt, w.n);

@@ -35,10 +35,11 @@
  * --short, the CTest, 2^16 values per rank) when
  *  - in some case qcoll's error is larger than the comparison's beyond
  *    sampling noise: z > 4.  Where both schemes are dominated by the codec's
- *    own rounding (f16, INT4, FP8) z is pure noise, and 48 cases at z > 3
- *    would fail a correct build a few times in a hundred seeds (measured:
- *    one z of +3.1 in 576 cases over 12 seeds); z > 4 keeps that chance
- *    below 0.2% for the family;
+ *    own rounding (f16, INT4, INT3, FP8) z is pure noise, and 60 cases at
+ *    z > 3 would fail a correct build a few times in a hundred seeds
+ *    (measured with the four formats before INT3: one z of +3.1 in 576
+ *    cases over 12 seeds); z > 4 keeps that chance below 0.3% for the
+ *    family;
  *  - for Gaussian data, INT8 with bf16 is not clearly better (z < -4): bf16
  *    rounding (2^-9 relative) is then comparable to INT8's half step, so
  *    f32 accumulation must show.
@@ -55,7 +56,7 @@
 #include "ref_scheme.h"
 
 #define MAX_RANKS 8
-/* |z| beyond which a difference is not sampling noise, for a family of 48
+/* |z| beyond which a difference is not sampling noise, for a family of 60
  * cases (see the top of this file). */
 #define Z_BEYOND_NOISE 4.0
 
@@ -156,7 +157,8 @@ int main(int argc, char **argv) {
   if (parse(argc, argv, &o)) return 2;
   const size_t n = o.values;
   static const qcoll_quant_t formats[] = {QCOLL_QUANT_FP8, QCOLL_QUANT_INT8,
-                                          QCOLL_QUANT_INT6, QCOLL_QUANT_INT4};
+                                          QCOLL_QUANT_INT6, QCOLL_QUANT_INT4,
+                                          QCOLL_QUANT_INT3};
   static const qcoll_dtype_t dtypes[] = {QCOLL_F16, QCOLL_BF16};
   static const int world[] = {2, 4, 8};
 
@@ -196,7 +198,7 @@ int main(int argc, char **argv) {
           yu[i] = qd_round(dtype, s);
         }
         errors_t eu = measure(yu, exact, n, scale);
-        for (size_t f = 0; f < 4; f++) {
+        for (size_t f = 0; f < sizeof formats / sizeof formats[0]; f++) {
           const qcoll_quant_t fmt = formats[f];
           if (ref_scheme_qcoll(fmt, nranks, n, (const float *const *)in, yq) ||
               ref_scheme_compare(fmt, acc, nranks, n, (const float *const *)in,

@@ -60,6 +60,7 @@ static inline const char *qd_quant_name(qcoll_quant_t fmt) {
     case QCOLL_QUANT_INT8: return "int8";
     case QCOLL_QUANT_INT6: return "int6";
     case QCOLL_QUANT_INT4: return "int4";
+    case QCOLL_QUANT_INT3: return "int3";
     default: return "?";
   }
 }

@@ -29,8 +29,11 @@ static const qcoll_quant_t FP8 = QCOLL_QUANT_FP8;
 static const qcoll_quant_t INT8 = QCOLL_QUANT_INT8;
 static const qcoll_quant_t INT6 = QCOLL_QUANT_INT6;
 static const qcoll_quant_t INT4 = QCOLL_QUANT_INT4;
+static const qcoll_quant_t INT3 = QCOLL_QUANT_INT3;
 static const qcoll_quant_t ALL_FORMATS[] = {QCOLL_QUANT_INT8, QCOLL_QUANT_INT6,
-                                            QCOLL_QUANT_INT4, QCOLL_QUANT_FP8};
+                                            QCOLL_QUANT_INT4, QCOLL_QUANT_INT3,
+                                            QCOLL_QUANT_FP8};
+#define NFMT (sizeof ALL_FORMATS / sizeof ALL_FORMATS[0])
 
 static const char *fmt_name(qcoll_quant_t fmt) {
   switch (fmt) {
@@ -38,6 +41,7 @@ static const char *fmt_name(qcoll_quant_t fmt) {
     case QCOLL_QUANT_INT8: return "INT8";
     case QCOLL_QUANT_INT6: return "INT6";
     case QCOLL_QUANT_INT4: return "INT4";
+    case QCOLL_QUANT_INT3: return "INT3";
     default: return "?";
   }
 }
@@ -75,13 +79,27 @@ static double rng_gauss(rng_t *r) {
  * double then to float is the correctly rounded float quotient (53 >= 2*24+2),
  * so (float)(double op double) is the f32 operation.  Integer rounding by
  * floor, e4m3 by searching the table of all values, packing as an LSB-first
- * bit stream. */
+ * bit stream.  inv is R / a rounded once, except where it is subnormal
+ * (INT3 near FLT_MAX), where the specification rounds R / m first (a =
+ * m 2^e). */
 
 static uint32_t model_range(qcoll_quant_t fmt) {
-  return fmt == FP8 ? 448 : fmt == INT8 ? 127 : fmt == INT6 ? 31 : 7;
+  return fmt == FP8    ? 448
+         : fmt == INT8 ? 127
+         : fmt == INT6 ? 31
+         : fmt == INT4 ? 7
+                       : 3;
 }
 static int model_bits(qcoll_quant_t fmt) {
-  return fmt == INT6 ? 6 : fmt == INT4 ? 4 : 8;
+  return fmt == INT6 ? 6 : fmt == INT4 ? 4 : fmt == INT3 ? 3 : 8;
+}
+
+/* fl(R / a) as codec.h specifies it: R / m rounded, then scaled by 2^-e
+ * (exact unless the result is subnormal). */
+static float model_inv(double R, double a) {
+  int e;
+  double m = 2 * frexp(a, &e); /* a = m 2^(e - 1), m in [1, 2) */
+  return (float)ldexp((double)(float)(R / m), 1 - e);
 }
 static size_t model_group_bytes(qcoll_quant_t fmt) {
   return 4 + (size_t)G * model_bits(fmt) / 8;
@@ -145,7 +163,7 @@ static void model_encode(qcoll_quant_t fmt, const float x[G], uint8_t *out) {
     return;
   }
   double p = amax < ldexp(1.0, -64) ? ldexp(1.0, 64) : 1.0;
-  float inv = amax == 0 ? 0.0f : (float)(R / (amax * p));
+  float inv = amax == 0 ? 0.0f : model_inv(R, amax * p);
   for (int i = 0; i < G; i++) {
     float t = (float)((double)(float)(x[i] * p) * (double)inv);
     if (fmt == FP8) {
@@ -231,12 +249,14 @@ static void test_sizes(void **state) {
   assert_int_equal(qcoll__codec_group_bytes(INT8), 36);
   assert_int_equal(qcoll__codec_group_bytes(INT6), 28);
   assert_int_equal(qcoll__codec_group_bytes(INT4), 20);
+  assert_int_equal(qcoll__codec_group_bytes(INT3), 16);
   assert_int_equal(qcoll__codec_group_bytes(FP8), 36);
   assert_int_equal(qcoll__codec_group_bytes(QCOLL_QUANT_NONE), 0);
   assert_int_equal(qcoll__codec_group_bytes(QCOLL_QUANT_DEFAULT), 0);
   assert_int_equal(qcoll__codec_range(INT8), 127);
   assert_int_equal(qcoll__codec_range(INT6), 31);
   assert_int_equal(qcoll__codec_range(INT4), 7);
+  assert_int_equal(qcoll__codec_range(INT3), 3);
   assert_int_equal(qcoll__codec_range(FP8), 448);
   assert_int_equal(qcoll__codec_encoded_bytes(INT6, 0), 0);
   assert_int_equal(qcoll__codec_encoded_bytes(INT6, 1), 28);
@@ -244,7 +264,7 @@ static void test_sizes(void **state) {
   assert_int_equal(qcoll__codec_encoded_bytes(INT6, 33), 56);
   assert_int_equal(qcoll__codec_encoded_bytes(INT4, 1024), 32 * 20);
   assert_int_equal(qcoll__codec_encoded_bytes(INT8, 1000), 32 * 36);
-  for (size_t i = 0; i < 4; i++)
+  for (size_t i = 0; i < NFMT; i++)
     assert_int_equal(qcoll__codec_group_bytes(ALL_FORMATS[i]) % 4, 0);
 }
 
@@ -275,11 +295,18 @@ static void test_all_zero_bytes(void **state) {
   qcoll__codec_encode_group(INT4, g, out);
   assert_bytes(out, want, 20, "zeros INT4");
 
+  memset(want, 0, sizeof want);
+  for (int k = 0; k < 4; k++) { /* INT3: 8 codes 3 = 0x6db6db */
+    want[4 + 3 * k] = 0xdb, want[5 + 3 * k] = 0xb6, want[6 + 3 * k] = 0x6d;
+  }
+  qcoll__codec_encode_group(INT3, g, out);
+  assert_bytes(out, want, 16, "zeros INT3");
+
   memset(want, 0, sizeof want); /* FP8: +0 */
   qcoll__codec_encode_group(FP8, g, out);
   assert_bytes(out, want, 36, "zeros FP8");
 
-  for (size_t f = 0; f < 4; f++) { /* decodes to +0 exactly */
+  for (size_t f = 0; f < NFMT; f++) { /* decodes to +0 exactly */
     float back[G];
     qcoll__codec_encode_group(ALL_FORMATS[f], g, out);
     qcoll__codec_decode_group(ALL_FORMATS[f], out, back);
@@ -312,12 +339,20 @@ static void test_all_equal_bytes(void **state) {
     qcoll__codec_encode_group(INT4, g, out);
     assert_bytes(out, want, 20, "equal INT4");
 
+    for (int k = 0; k < 4; k++) { /* INT3: 8 codes 6 = 0xdb6db6 */
+      want[4 + 3 * k] = sign > 0 ? 0xb6 : 0;
+      want[5 + 3 * k] = sign > 0 ? 0x6d : 0;
+      want[6 + 3 * k] = sign > 0 ? 0xdb : 0;
+    }
+    qcoll__codec_encode_group(INT3, g, out);
+    assert_bytes(out, want, 16, "equal INT3");
+
     memset(want + 4, sign > 0 ? 0x7e : 0xfe, 32); /* FP8: +-448 */
     qcoll__codec_encode_group(FP8, g, out);
     assert_bytes(out, want, 36, "equal FP8");
 
     /* step = 3/R: R * step rounds back to 3 or clamps to it */
-    for (size_t f = 0; f < 4; f++) {
+    for (size_t f = 0; f < NFMT; f++) {
       qcoll__codec_encode_group(ALL_FORMATS[f], g, out);
       qcoll__codec_decode_group(ALL_FORMATS[f], out, back);
       for (int i = 0; i < G; i++) assert_true(back[i] == 3.0f * sign);
@@ -336,10 +371,12 @@ static void test_outlier_bytes(void **state) {
   const uint32_t i8[] = {127, 127, 127, 127, 127, 127, 127, 254};
   const uint32_t i6[] = {31, 31, 31, 31, 31, 31, 31, 62};
   const uint32_t i4[] = {7, 7, 7, 7, 7, 7, 7, 14};
+  const uint32_t i3[] = {3, 3, 3, 3, 3, 3, 3, 6};
   const uint32_t f8[] = {0x2e, 0xae, 0x3e, 0xbe, 0x00, 0x00, 0x00, 0x7e};
   check_group(INT8, v, 8, scale, i8, "outlier");
   check_group(INT6, v, 8, scale, i6, "outlier");
   check_group(INT4, v, 8, scale, i4, "outlier");
+  check_group(INT3, v, 8, scale, i3, "outlier");
   check_group(FP8, v, 8, scale, f8, "outlier");
 }
 
@@ -356,15 +393,19 @@ static void test_ties_int_bytes(void **state) {
   const float v4[] = {7,    2.5f,  3.5f, -2.5f, -3.5f,
                       0.5f, -0.5f, 1.5f, 6.5f,  -6.5f};
   const uint32_t c4[] = {14, 9, 11, 5, 3, 7, 7, 9, 13, 1};
+  const float v3[] = {3,    2.5f,  1.5f, -2.5f, -1.5f,
+                      0.5f, -0.5f, 2.5f, -3.0f, 1.0f};
+  const uint32_t c3[] = {6, 5, 5, 1, 1, 3, 3, 5, 0, 4};
   check_group(INT8, v8, 10, bitsf(127.0f), c8, "ties");
   check_group(INT6, v6, 10, bitsf(31.0f), c6, "ties");
   check_group(INT4, v4, 10, bitsf(7.0f), c4, "ties");
+  check_group(INT3, v3, 10, bitsf(3.0f), c3, "ties");
 
   /* step = 1: the decoded values are the integers themselves */
-  const float *vals[] = {v8, v6, v4};
-  const qcoll_quant_t fmts[] = {INT8, INT6, INT4};
-  const uint32_t *codes[] = {c8, c6, c4};
-  for (int f = 0; f < 3; f++) {
+  const float *vals[] = {v8, v6, v4, v3};
+  const qcoll_quant_t fmts[] = {INT8, INT6, INT4, INT3};
+  const uint32_t *codes[] = {c8, c6, c4, c3};
+  for (int f = 0; f < 4; f++) {
     float g[G], back[G];
     uint8_t out[QCOLL_CODEC_MAX_GROUP_BYTES];
     fill_group(g, vals[f], 10);
@@ -408,7 +449,12 @@ static void test_ties_fp8_bytes(void **state) {
  * FLT_MAX/2 gives t = 63.5 exactly (63.5 + 2^-25 - 2^-42 rounded) and then
  * 64 (code 0xbf); the other codes were derived the same way with exact
  * rational arithmetic.  R * fl(FLT_MAX / R) overflows for INT6 and INT4:
- * the clamp must bring the decoded maximum back to FLT_MAX. */
+ * the clamp must bring the decoded maximum back to FLT_MAX.  INT3: R / a is
+ * subnormal; fl(3 / m) = 1.5 + 2^-23 and * 2^-127 is a tie between 1.5 and
+ * 1.5 + 2^-22 (in units of 2^-127), to even: inv = 3 * 2^-128, so
+ * FLT_MAX / 2 gives t = 1.5 - 0.75 * 2^-23 -> 1.5 - 2^-23 -> 1 (code 4, not
+ * the tie a correctly rounded inv would make); FLT_MAX / 4 -> 0.75 -> 1
+ * (4); -FLT_MAX / 3 -> -1 (2). */
 static void test_largest_f32_bytes(void **state) {
   (void)state;
   const float v[] = {FLT_MAX, -FLT_MAX, FLT_MAX / 2, FLT_MAX / 4, -FLT_MAX / 3};
@@ -416,12 +462,14 @@ static void test_largest_f32_bytes(void **state) {
   const uint32_t i8[] = {0xfe, 0x00, 0xbf, 0x9f, 0x55};
   const uint32_t i6[] = {0x3e, 0x00, 0x2f, 0x27, 0x15};
   const uint32_t i4[] = {0x0e, 0x00, 0x0b, 0x09, 0x05};
+  const uint32_t i3[] = {6, 0, 4, 4, 2};
   const uint32_t f8[] = {0x7e, 0xfe, 0x76, 0x6e, 0xf1};
   check_group(INT8, v, 5, scale, i8, "FLT_MAX");
   check_group(INT6, v, 5, scale, i6, "FLT_MAX");
   check_group(INT4, v, 5, scale, i4, "FLT_MAX");
+  check_group(INT3, v, 5, scale, i3, "FLT_MAX");
   check_group(FP8, v, 5, scale, f8, "FLT_MAX");
-  for (size_t f = 0; f < 4; f++) {
+  for (size_t f = 0; f < NFMT; f++) {
     float g[G], back[G];
     uint8_t out[QCOLL_CODEC_MAX_GROUP_BYTES];
     fill_group(g, v, 5);
@@ -442,10 +490,12 @@ static void test_largest_f16_bytes(void **state) {
   const uint32_t i8[] = {0xfe, 0x00, 0xbf, 0x81, 0x7f};
   const uint32_t i6[] = {0x3e, 0x00, 0x2f, 0x1f, 0x1f};
   const uint32_t i4[] = {0x0e, 0x00, 0x0b, 0x07, 0x07};
+  const uint32_t i3[] = {6, 0, 5, 3, 3}; /* 32752 -> 1.5 -> 2 */
   const uint32_t f8[] = {0x7e, 0xfe, 0x76, 0x4e, 0x84};
   check_group(INT8, v, 5, scale, i8, "f16 max");
   check_group(INT6, v, 5, scale, i6, "f16 max");
   check_group(INT4, v, 5, scale, i4, "f16 max");
+  check_group(INT3, v, 5, scale, i3, "f16 max");
   check_group(FP8, v, 5, scale, f8, "f16 max");
 }
 
@@ -466,6 +516,8 @@ static void test_tiny_amax_bytes(void **state) {
   check_group(INT8, vn, 4, 0x00800000u, n8, "FLT_MIN");
   check_group(INT6, vn, 4, 0x00800000u, n6, "FLT_MIN");
   check_group(INT4, vn, 4, 0x00800000u, n4, "FLT_MIN");
+  const uint32_t n3[] = {6, 0, 5, 3}; /* 2^-127 -> 1.5 -> 2 */
+  check_group(INT3, vn, 4, 0x00800000u, n3, "FLT_MIN");
   check_group(FP8, vn, 4, 0x00800000u, nf, "FLT_MIN");
 
   const float vs[] = {0x1p-149f, -0x1p-149f};
@@ -474,6 +526,8 @@ static void test_tiny_amax_bytes(void **state) {
   check_group(INT8, vs, 2, 0x00000001u, s8, "2^-149");
   check_group(INT6, vs, 2, 0x00000001u, s6, "2^-149");
   check_group(INT4, vs, 2, 0x00000001u, s4, "2^-149");
+  const uint32_t s3[] = {6, 0};
+  check_group(INT3, vs, 2, 0x00000001u, s3, "2^-149");
   check_group(FP8, vs, 2, 0x00000001u, sf, "2^-149");
 
   const float vh[] = {0x1p-14f, 0x1p-24f, -0x1p-15f};
@@ -482,19 +536,22 @@ static void test_tiny_amax_bytes(void **state) {
   check_group(INT8, vh, 3, 0x38800000u, h8, "f16 min normal");
   check_group(INT6, vh, 3, 0x38800000u, h6, "f16 min normal");
   check_group(INT4, vh, 3, 0x38800000u, h4, "f16 min normal");
+  const uint32_t h3[] = {6, 3, 1}; /* -2^-15 -> -1.5 -> -2 */
+  check_group(INT3, vh, 3, 0x38800000u, h3, "f16 min normal");
   check_group(FP8, vh, 3, 0x38800000u, hf, "f16 min normal");
 
   const float vu[] = {0x1p-24f, -0x1p-24f};
   check_group(INT8, vu, 2, 0x33800000u, s8, "f16 min subnormal");
   check_group(INT6, vu, 2, 0x33800000u, s6, "f16 min subnormal");
   check_group(INT4, vu, 2, 0x33800000u, s4, "f16 min subnormal");
+  check_group(INT3, vu, 2, 0x33800000u, s3, "f16 min subnormal");
   check_group(FP8, vu, 2, 0x33800000u, sf, "f16 min subnormal");
 
   /* decoding: the extremes come back exactly, nothing is inf or NaN */
   const float *tv[] = {vn, vs, vh, vu};
   const int tn[] = {4, 2, 3, 2};
   for (int k = 0; k < 4; k++)
-    for (size_t f = 0; f < 4; f++) {
+    for (size_t f = 0; f < NFMT; f++) {
       float g[G], back[G];
       uint8_t out[QCOLL_CODEC_MAX_GROUP_BYTES];
       fill_group(g, tv[k], tn[k]);
@@ -504,7 +561,7 @@ static void test_tiny_amax_bytes(void **state) {
       for (int i = 0; i < G; i++) assert_true(isfinite(back[i]));
     }
   /* 2^-149 groups: every element is 0 or +-2^-149, all exact */
-  for (size_t f = 0; f < 4; f++) {
+  for (size_t f = 0; f < NFMT; f++) {
     float g[G], back[G];
     uint8_t out[QCOLL_CODEC_MAX_GROUP_BYTES];
     fill_group(g, vs, 2);
@@ -527,6 +584,8 @@ static void test_negative_amax_bytes(void **state) {
   check_group(INT8, v, 4, 0x40a00000u, i8, "negative amax");
   check_group(INT6, v, 4, 0x40a00000u, i6, "negative amax");
   check_group(INT4, v, 4, 0x40a00000u, i4, "negative amax");
+  const uint32_t i3[] = {0x00, 0x05, 0x02, 0x04}; /* 2.4, -1.2, 0.75 */
+  check_group(INT3, v, 4, 0x40a00000u, i3, "negative amax");
   check_group(FP8, v, 4, 0x40a00000u, f8, "negative amax");
 }
 
@@ -536,7 +595,7 @@ static void test_nonfinite_policy(void **state) {
   (void)state;
   const uint32_t bad[] = {0x7f800000u, 0xff800000u, 0x7fc00000u,
                           0xffc00000u, 0x7f800001u, 0x7fbfffffu};
-  for (size_t f = 0; f < 4; f++) {
+  for (size_t f = 0; f < NFMT; f++) {
     qcoll_quant_t fmt = ALL_FORMATS[f];
     for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++)
       for (int pos = 0; pos < G; pos += 13) {
@@ -565,7 +624,7 @@ static void test_amax_exact(void **state) {
   (void)state;
   rng_t rng = {42};
   long checked = 0;
-  for (size_t f = 0; f < 4; f++) {
+  for (size_t f = 0; f < NFMT; f++) {
     qcoll_quant_t fmt = ALL_FORMATS[f];
     uint32_t top = fmt == FP8 ? 0x7eu : 2 * model_range(fmt);
     uint32_t bottom = fmt == FP8 ? 0xfeu : 0u;
@@ -583,8 +642,40 @@ static void test_amax_exact(void **state) {
       checked++;
     }
   }
-  print_message("amax -> +-R exactly for %ld random amax values (4 formats)\n",
-                checked);
+  print_message(
+      "amax -> +-R exactly for %ld random amax values (%zu formats)\n",
+      checked, NFMT);
+}
+
+/* ---- inv and step without division: correctly rounded ----------------- */
+
+/* inv = fl(R / m) for every mantissa m in [1, 2) and every format, and
+ * step = fl(a / R) for every mantissa at exponent 0 and at random
+ * exponents -85..127 (the range of a = amax * p): codec.h computes both
+ * from a Newton reciprocal and Markstein's correction, no division. */
+static void test_division_free_quotients(void **state) {
+  (void)state;
+  rng_t rng = {3};
+  long wrong = 0;
+  for (uint32_t b = 0; b < (1u << 23); b++) {
+    const float m = fbits(0x3f800000u | b);
+    for (size_t f = 0; f < NFMT; f++) {
+      const qcoll_quant_t fmt = ALL_FORMATS[f];
+      const double R = model_range(fmt);
+      const float inv = qcoll__codec_inv_scale(fmt, m);
+      const float step = qcoll__codec_step_scale(fmt, m);
+      wrong += inv != (float)(R / m);
+      wrong += step != (float)(m / R);
+      if ((b & 63) == 0) {
+        const int e = (int)(rng_next(&rng) % 213) - 85;
+        const float a = (float)ldexp(m, e);
+        wrong += qcoll__codec_step_scale(fmt, a) != (float)((double)a / R);
+        if (fmt != INT3 || e < 126)
+          wrong += qcoll__codec_inv_scale(fmt, a) != (float)(R / (double)a);
+      }
+    }
+  }
+  assert_int_equal(wrong, 0);
 }
 
 /* ---- the implementation equals the independent model ------------------- */
@@ -646,7 +737,7 @@ static void test_matches_model(void **state) {
   (void)state;
   rng_t rng = {7};
   long groups = 0;
-  for (size_t f = 0; f < 4; f++) {
+  for (size_t f = 0; f < NFMT; f++) {
     qcoll_quant_t fmt = ALL_FORMATS[f];
     size_t gb = model_group_bytes(fmt);
     for (int kind = 0; kind < GEN_KINDS; kind++)
@@ -686,7 +777,7 @@ static double bound(qcoll_quant_t fmt, double x, double amax) {
 static void test_roundtrip_bounds(void **state) {
   (void)state;
   rng_t rng = {2024};
-  for (size_t f = 0; f < 4; f++) {
+  for (size_t f = 0; f < NFMT; f++) {
     qcoll_quant_t fmt = ALL_FORMATS[f];
     /* largest error / (rounding term of the bound), for groups whose step is
      * far from the subnormal range, and for all groups */
@@ -735,7 +826,7 @@ static void test_buffers(void **state) {
   (void)state;
   rng_t rng = {99};
   const size_t sizes[] = {1, 31, 32, 33, 64, 100, 1000};
-  for (size_t f = 0; f < 4; f++) {
+  for (size_t f = 0; f < NFMT; f++) {
     qcoll_quant_t fmt = ALL_FORMATS[f];
     size_t gb = model_group_bytes(fmt);
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
@@ -773,7 +864,7 @@ static void test_buffers(void **state) {
 static void test_warp_recipe(void **state) {
   (void)state;
   rng_t rng = {5};
-  for (size_t f = 0; f < 4; f++) {
+  for (size_t f = 0; f < NFMT; f++) {
     qcoll_quant_t fmt = ALL_FORMATS[f];
     for (int k = 0; k < 2000; k++) {
       float g[G];
@@ -794,6 +885,16 @@ static void test_warp_recipe(void **state) {
       if (fmt == INT4) {
         for (int l = 0; l < G; l += 2)
           codes[l >> 1] = (uint8_t)(c[l] | c[l + 1] << 4);
+      } else if (fmt == INT3) {
+        for (int l = 0; l < G; l++) w[l] = c[l] << (3 * (l & 7));
+        for (int o = 1; o < 8; o <<= 1) { /* shuffle xor 1, 2, 4 */
+          uint32_t x[G];
+          for (int l = 0; l < G; l++) x[l] = w[l] | w[l ^ o];
+          memcpy(w, x, sizeof w);
+        }
+        for (int l = 0; l < G; l++)
+          if ((l & 7) < 3)
+            codes[3 * (l >> 3) + (l & 7)] = (uint8_t)(w[l] >> (8 * (l & 7)));
       } else if (fmt == INT6) {
         for (int l = 0; l < G; l++) w[l] = c[l] << (6 * (l & 3));
         uint32_t w1[G], w2[G];
@@ -870,7 +971,7 @@ static void scheme_case(ref_acc_t acc, int nranks, size_t n, uint64_t seed,
       in[r][i] = ref_round_acc(acc, (float)rng_gauss(&rng));
   }
   ref_scheme_exact(nranks, n, (const float *const *)in, ref);
-  for (size_t f = 0; f < 4; f++) {
+  for (size_t f = 0; f < NFMT; f++) {
     qcoll_quant_t fmt = ALL_FORMATS[f];
     assert_int_equal(
         ref_scheme_qcoll(fmt, nranks, n, (const float *const *)in, outq), 0);
@@ -950,8 +1051,8 @@ static void test_scheme_accuracy(void **state) {
   for (size_t k = 0; k < 3; k++)
     scheme_case(REF_ACC_BF16, ranks[k], 1 << 16, 21 + k, &t);
   print_message(
-      "cases with qcoll's rms error larger: %d of 24 (all within noise: %s)\n",
-      t.strictly_worse, t.significantly_worse ? "no" : "yes");
+      "cases with qcoll's rms error larger: %d of %d (all within noise: %s)\n",
+      t.strictly_worse, (int)(6 * NFMT), t.significantly_worse ? "no" : "yes");
   assert_int_equal(t.significantly_worse, 0);
   assert_int_equal(t.int8_bf16_not_better, 0);
 }
@@ -966,7 +1067,7 @@ static void test_scheme_exact_sums(void **state) {
   static const float fp8_vals[] = {0, 1,  -1, 2,  -3,  4,  5,   -6,  7,
                                    8, -9, 10, 12, -14, 16, 448, -448};
   float *in[N], out[LEN], outc[LEN], v[LEN];
-  for (size_t f = 0; f < 4; f++) {
+  for (size_t f = 0; f < NFMT; f++) {
     qcoll_quant_t fmt = ALL_FORMATS[f];
     int R = (int)model_range(fmt);
     for (int i = 0; i < LEN; i++) {
@@ -1003,6 +1104,7 @@ int main(void) {
       cmocka_unit_test(test_negative_amax_bytes),
       cmocka_unit_test(test_nonfinite_policy),
       cmocka_unit_test(test_amax_exact),
+      cmocka_unit_test(test_division_free_quotients),
       cmocka_unit_test(test_matches_model),
       cmocka_unit_test(test_roundtrip_bounds),
       cmocka_unit_test(test_buffers),

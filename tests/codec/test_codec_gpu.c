@@ -26,8 +26,11 @@
 #define G QCOLL_CODEC_GROUP
 
 static const qcoll_quant_t FORMATS[] = {QCOLL_QUANT_INT8, QCOLL_QUANT_INT6,
-                                        QCOLL_QUANT_INT4, QCOLL_QUANT_FP8};
-static const char *const FORMAT_NAMES[] = {"INT8", "INT6", "INT4", "FP8"};
+                                        QCOLL_QUANT_INT4, QCOLL_QUANT_INT3,
+                                        QCOLL_QUANT_FP8};
+#define NFORMATS (sizeof FORMATS / sizeof FORMATS[0])
+static const char *const FORMAT_NAMES[] = {"INT8", "INT6", "INT4", "INT3",
+                                           "FP8"};
 
 static void fill(float *x, size_t n, uint32_t range, uint64_t seed) {
   qd_rng_t s = {seed};
@@ -94,7 +97,7 @@ static int slack_intact(const uint8_t *base, size_t off, size_t len, int v) {
 }
 
 static void check_size(size_t n, uint64_t seed) {
-  for (size_t f = 0; f < 4; f++) {
+  for (size_t f = 0; f < NFORMATS; f++) {
     qcoll_quant_t fmt = FORMATS[f];
     size_t bytes = qcoll__codec_encoded_bytes(fmt, n);
     float *x = malloc(n * sizeof(float)), *host_y = malloc(n * sizeof(float));
@@ -184,9 +187,9 @@ static void test_gpu_matches_cpu(void **state) {
     values += sizes[k];
   }
   print_message(
-      "GPU == CPU bit for bit: %zu values x 4 formats x %d variants x "
+      "GPU == CPU bit for bit: %zu values x %zu formats x %d variants x "
       "{aligned, unaligned} x {encode, decode}\n",
-      values, QCOLL_CODEC_CUDA_VARIANTS);
+      values, NFORMATS, QCOLL_CODEC_CUDA_VARIANTS);
 }
 
 static void test_bad_format(void **state) {

@@ -40,7 +40,9 @@
 #define MAX_RANKS 8
 
 static const qcoll_quant_t FORMATS[] = {QCOLL_QUANT_INT8, QCOLL_QUANT_INT6,
-                                        QCOLL_QUANT_INT4, QCOLL_QUANT_FP8};
+                                        QCOLL_QUANT_INT4, QCOLL_QUANT_INT3,
+                                        QCOLL_QUANT_FP8};
+#define NFORMATS (sizeof FORMATS / sizeof FORMATS[0])
 static const qcoll_dtype_t DTYPES[] = {QCOLL_F16, QCOLL_BF16, QCOLL_F32};
 
 /* ---- the simulated ranks ------------------------------------------------ */
@@ -316,7 +318,7 @@ static void test_layout_functions(void **state) {
     size_t slot = qcoll__qlayout_slot_bytes(rb, n);
     assert_true(slot % 16 == 0 && slot * (size_t)n <= rb && slot > 0);
     assert_true(qcoll__qlayout_slot_offset(rb, n, 1, n - 1) + slot <= 2 * rb);
-    for (size_t f = 0; f < 4; f++) {
+    for (size_t f = 0; f < NFORMATS; f++) {
       size_t gb = qcoll__codec_group_bytes(FORMATS[f]);
       size_t chunk = qcoll__qlayout_chunk_elems(rb, n, gb);
       /* The largest segment of a full chunk fits a slot exactly as computed. */
@@ -363,7 +365,7 @@ static void test_small_messages(void **state) {
   (void)state;
   uint64_t seed = 1;
   int cases = 0;
-  for (size_t f = 0; f < 4; f++)
+  for (size_t f = 0; f < NFORMATS; f++)
     for (size_t d = 0; d < 3; d++)
       for (int n = 1; n <= MAX_RANKS; n++) {
         const size_t counts[] = {1,
@@ -399,7 +401,7 @@ static void test_chunked_messages(void **state) {
   uint64_t seed = 1000;
   int cases = 0, max_launches = 0;
   const int sizes[] = {2, 3, 4, 8};
-  for (size_t f = 0; f < 4; f++)
+  for (size_t f = 0; f < NFORMATS; f++)
     for (size_t d = 0; d < 3; d++)
       for (size_t k = 0; k < 4; k++) {
         int n = sizes[k];

@@ -44,7 +44,9 @@
 #define REPLAYS 100
 
 static const qcoll_quant_t FORMATS[] = {QCOLL_QUANT_INT8, QCOLL_QUANT_INT6,
-                                        QCOLL_QUANT_INT4, QCOLL_QUANT_FP8};
+                                        QCOLL_QUANT_INT4, QCOLL_QUANT_INT3,
+                                        QCOLL_QUANT_FP8};
+#define NFORMATS (sizeof FORMATS / sizeof FORMATS[0])
 static const qcoll_dtype_t DTYPES[] = {QCOLL_F16, QCOLL_BF16, QCOLL_F32};
 
 static qcoll_comm_t comm;
@@ -156,7 +158,7 @@ static void test_exact(void) {
   int cases = 0, before = gt_failures(), skipped_multi = 0;
   uint32_t seed = 11;
   const size_t n = (size_t)gt_nranks;
-  for (size_t f = 0; f < 4; f++) {
+  for (size_t f = 0; f < NFORMATS; f++) {
     const size_t chunk = chunk_elems(FORMATS[f]);
     if (gt_rank == 0)
       gt_note(

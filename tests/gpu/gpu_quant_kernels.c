@@ -32,7 +32,9 @@
 #define REPLAYS 100
 
 static const qcoll_quant_t FORMATS[] = {QCOLL_QUANT_INT8, QCOLL_QUANT_INT6,
-                                        QCOLL_QUANT_INT4, QCOLL_QUANT_FP8};
+                                        QCOLL_QUANT_INT4, QCOLL_QUANT_INT3,
+                                        QCOLL_QUANT_FP8};
+#define NFORMATS (sizeof FORMATS / sizeof FORMATS[0])
 static const qcoll_dtype_t DTYPES[] = {QCOLL_F16, QCOLL_BF16, QCOLL_F32};
 
 /* Deadline of a waiting kernel: QCOLL_TEST_KERNEL_TIMEOUT seconds, default
@@ -184,7 +186,7 @@ static void test_exact(world_t *w) {
   uint32_t seed = 100;
   const size_t n = (size_t)w->n;
   const int limits[] = {w->full_grid, 1, 3};
-  for (size_t f = 0; f < 4; f++) {
+  for (size_t f = 0; f < NFORMATS; f++) {
     const size_t chunk =
         qcoll__cuda_all_reduce_quant_chunk_elems(&w->views[0], FORMATS[f]);
     for (size_t d = 0; d < 3; d++) {

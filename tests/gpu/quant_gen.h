@@ -8,7 +8,7 @@
  * (2^-2 .. 2^2, so groups have different scales), and for about one value
  * in 1024 times 64 (an outlier).  Every step is exact in f32; the callers
  * round the f32 value to the element type to nearest even, which the host
- * (core/dtype.h) and the device (__float2half_rn, __float2bfloat16_rn) do
+ * (base/dtype.h) and the device (__float2half_rn, __float2bfloat16_rn) do
  * identically for these finite, normal values.
  */
 #ifndef QCOLL_TESTS_GPU_QUANT_GEN_H

@@ -237,7 +237,7 @@ def test_binding_checks(comm):
     with pytest.raises(qcoll.InvalidArgumentError, match="op 'xor'"):
         comm.all_reduce(x, op="xor")
     with pytest.raises(qcoll.InvalidArgumentError, match="quant"):
-        comm.all_reduce_ex(x, quant="int3")
+        comm.all_reduce_ex(x, quant="int2")
     ro = np.ones(4, np.float32)
     ro.flags.writeable = False
     with pytest.raises(qcoll.InvalidArgumentError, match="read-only"):

@@ -103,6 +103,7 @@ def test_quantization_names():
     assert qtorch.quantization_from_env("NONE") == qtorch.quantization_from_env("fp") \
         == qcoll.Quant.NONE
     assert qtorch.quantization_from_env("int4") == qcoll.Quant.INT4
+    assert qtorch.quantization_from_env("int3") == qcoll.Quant.INT3
     assert qtorch.quantization_from_env("FP8") == qcoll.Quant.FP8
     with pytest.raises(qcoll.InvalidArgumentError, match="INT6"):
         qtorch.quantization_from_env("int5")

@@ -482,7 +482,8 @@ def refuses_capture_on_another_device(qr, device):
 # largest magnitude (half a step of the signed range; e4m3 keeps 3 mantissa
 # bits).  The two-shot algorithm rounds each rank's input once and the
 # reduced sum once.
-QUANT_STEP = {"INT8": 0.5 / 127, "INT6": 0.5 / 31, "INT4": 0.5 / 7, "FP8": 2.0 ** -4}
+QUANT_STEP = {"INT8": 0.5 / 127, "INT6": 0.5 / 31, "INT4": 0.5 / 7,
+              "INT3": 0.5 / 3, "FP8": 2.0 ** -4}
 
 
 def case_quick_quant(device):

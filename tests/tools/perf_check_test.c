@@ -406,10 +406,11 @@ static void check_quant_tolerance(qcoll_quant_t q, qcoll_dtype_t dt,
 static void test_quant_tolerance_bounds_two_shot(void **state) {
   (void)state;
   static const qcoll_quant_t quants[] = {QCOLL_QUANT_INT8, QCOLL_QUANT_INT6,
-                                         QCOLL_QUANT_INT4, QCOLL_QUANT_FP8};
+                                         QCOLL_QUANT_INT4, QCOLL_QUANT_INT3,
+                                         QCOLL_QUANT_FP8};
   static const qcoll_dtype_t dtypes[] = {QCOLL_F16, QCOLL_BF16, QCOLL_F32};
   static const int ranks[] = {2, 3, 4, 8};
-  for (size_t qi = 0; qi < 4; qi++) {
+  for (size_t qi = 0; qi < sizeof quants / sizeof quants[0]; qi++) {
     double worst = 0;
     for (size_t d = 0; d < 3; d++)
       for (int op = 0; op < QCOLL_OP_COUNT; op++)

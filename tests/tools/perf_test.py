@@ -279,7 +279,7 @@ def case_bad_flags(run_, perf):
         (["--vs-nccl=1"], "unknown option '--vs-nccl=1'"),
         (["--algo", "fastest"], "unknown algorithm 'fastest'"),
         (["--mem", "host", "--algo", "oneshot"], "--algo oneshot needs GPU buffers"),
-        (["-q", "int3"], "unknown quantisation 'int3'"),
+        (["-q", "int2"], "unknown quantisation 'int2'"),
         (["--mem", "disk"], "memory must be host or gpu"),
         # The usual tests' -a (averaging) and -m (aggregated calls): numbers,
         # and the older spellings point to the long options.

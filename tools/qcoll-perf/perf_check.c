@@ -290,7 +290,8 @@ int perf_check_count_wrong(const perf_call_t *c, perf_tolerance_t tol,
 
 /* Quantisation maps each group of 32 values onto a signed range whose end
  * is the group's largest magnitude amax, so one value moves by at most half
- * a step, amax / (2 L), with L the range end (INT8 127, INT6 31, INT4 7);
+ * a step, amax / (2 L), with L the range end (INT8 127, INT6 31, INT4 7,
+ * INT3 3);
  * FP8 e4m3 keeps 3 mantissa bits, a relative error of at most 2^-4, which
  * is amax / 16, i.e. L = 8.  A quantised all-reduce rounds each input once
  * (amax <= max_in, so by at most d = max_in / (2 L)), reduces, and rounds
@@ -310,6 +311,7 @@ perf_tolerance_t perf_quant_tolerance(qcoll_quant_t quant, qcoll_dtype_t dtype,
     case QCOLL_QUANT_INT8: levels = 127; break;
     case QCOLL_QUANT_INT6: levels = 31; break;
     case QCOLL_QUANT_INT4: levels = 7; break;
+    case QCOLL_QUANT_INT3: levels = 3; break;
     case QCOLL_QUANT_FP8: levels = 8; break;
     default: return tol;
   }

@@ -130,6 +130,7 @@ static void print_usage(FILE *f) {
       "                          and oneshot twoshot for all_reduce (not "
       "barrier)\n"
       "  -q, --quant Q           all_reduce transfer: none fp8 int8 int6 int4\n"
+      "                          int3\n"
       "      --mem host|gpu      buffer memory (default gpu with a GPU, else "
       "host)\n"
       "  -J, --json FILE         also write the results as JSON to FILE\n"
@@ -239,7 +240,8 @@ static qcoll_quant_t parse_quant(const char *s) {
   for (int i = QCOLL_QUANT_NONE; i < QCOLL_QUANT_COUNT; i++)
     if (strcasecmp(s, qcoll_quant_name((qcoll_quant_t)i)) == 0)
       return (qcoll_quant_t)i;
-  input_error("-q: unknown quantisation '%s' (none fp8 int8 int6 int4)", s);
+  input_error("-q: unknown quantisation '%s' (none fp8 int8 int6 int4 int3)",
+              s);
 }
 
 /* -a and -m are numbers, as in the usual performance tests; a word there is

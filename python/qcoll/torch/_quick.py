@@ -15,7 +15,8 @@ memory, so replays see fresh data).
 
 Environment:
   QCOLL_QUICK_REDUCE_QUANTIZATION  NONE (default) or FP: unquantised;
-                                   FP8, INT8, INT6, INT4: quantised transfer
+                                   FP8, INT8, INT6, INT4, INT3: quantised
+                                   transfer
   QCOLL_QUICK_REDUCE_MAX_SIZE_BYTES_MB  largest message handled (default 2048)
 """
 
@@ -35,6 +36,7 @@ DEFAULT_MAX_SIZE_MB = 2048
 _QUANT_BY_NAME = {
     "NONE": Quant.NONE, "FP": Quant.NONE, "FP8": Quant.FP8,
     "INT8": Quant.INT8, "INT6": Quant.INT6, "INT4": Quant.INT4,
+    "INT3": Quant.INT3,
 }
 
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -42,7 +44,7 @@ _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 def quantization_from_env(value=None):
     """The qcoll.Quant named by ``value`` or QCOLL_QUICK_REDUCE_QUANTIZATION
-    (NONE, FP, FP8, INT8, INT6, INT4; NONE and FP mean unquantised)."""
+    (NONE, FP, FP8, INT8, INT6, INT4, INT3; NONE and FP mean unquantised)."""
     if value is None:
         value = os.environ.get(QUANTIZATION_ENV, "NONE")
     if isinstance(value, Quant):

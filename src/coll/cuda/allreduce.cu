@@ -32,6 +32,11 @@
  *             only once its kernel for this launch has finished (launches
  *             of a communicator are stream-ordered on every rank).
  *
+ * The two-shot's three loops keep several 16-byte accesses in flight per
+ * thread (kCopyUnroll packs per round when copying, kReduceLoads loads per
+ * round when reducing): a round issues all its loads before its first
+ * store.
+ *
  * Reductions load every rank's pack, convert to fp32 and combine them in
  * rank order 0..n-1, then round once to the element type: every rank
  * computes the same operations on the same values, so results are bitwise
@@ -204,24 +209,36 @@ __device__ __forceinline__ void copy_in(const qcoll__ipc_view_t &v,
 /* Pack i reduced over every rank's staged input (at byte `offset` of each
  * rank's buffer), in rank order.  All loads are issued before the first
  * add.  Loads bypass L1 (peers wrote the data). */
+template <typename T, typename Op, int kRanks = QCOLL_IPC_MAX_RANKS>
+__device__ __forceinline__ Pack<T> combine_packs(int nranks,
+                                                 const uint4 in[kRanks]);
+
 template <typename T, typename Op>
 __device__ __forceinline__ Pack<T> reduce_pack(const qcoll__ipc_view_t &v,
                                                const BlockState *s,
                                                size_t offset, size_t i) {
-  constexpr int E = Pack<T>::kElems;
   uint4 in[QCOLL_IPC_MAX_RANKS];
 #pragma unroll
   for (int p = 0; p < QCOLL_IPC_MAX_RANKS; p++)
     if (p < v.nranks)
       in[p] = __ldcg(reinterpret_cast<const uint4 *>(s->bases[p] + offset) + i);
+  return combine_packs<T, Op>(v.nranks, in);
+}
+
+/* The packs in[0 .. nranks - 1] (nranks <= kRanks) combined in rank order
+ * in fp32, rounded once. */
+template <typename T, typename Op, int kRanks>
+__device__ __forceinline__ Pack<T> combine_packs(int nranks,
+                                                 const uint4 in[kRanks]) {
+  constexpr int E = Pack<T>::kElems;
   float acc[E];
   Pack<T> x;
   x.raw = in[0];
 #pragma unroll
   for (int j = 0; j < E; j++) acc[j] = Elem<T>::to_f32(x.get(j));
 #pragma unroll
-  for (int p = 1; p < QCOLL_IPC_MAX_RANKS; p++) {
-    if (p < v.nranks) {
+  for (int p = 1; p < kRanks; p++) {
+    if (p < nranks) {
       x.raw = in[p];
 #pragma unroll
       for (int j = 0; j < E; j++)
@@ -232,6 +249,113 @@ __device__ __forceinline__ Pack<T> reduce_pack(const qcoll__ipc_view_t &v,
 #pragma unroll
   for (int j = 0; j < E; j++) out.set(j, Elem<T>::from_f32(acc[j]));
   return out;
+}
+
+/* ---- two-shot: several 16-byte accesses in flight per thread ------------
+ * A thread takes packs i, i + B, ..., i + (U - 1) B (B = blockDim.x) of a
+ * range per round and issues all their loads before its first store, so U
+ * accesses per thread are in flight instead of one; the rest of the range
+ * (fewer than U B packs) goes one pack per thread.  The order of the
+ * arithmetic per pack is unchanged, so results are the same bits. */
+
+/* Packs of one round per thread when copying (input in, result out). */
+constexpr int kCopyUnroll = 4;
+/* Packs of one round per thread when reducing: kReduceLoads 16-byte loads
+ * (U packs of n ranks) in flight, within the 64 registers per thread of
+ * two 512-thread blocks per SM. */
+constexpr int kReduceLoads = 8;
+
+/* Packs [begin, end) of the user's input staged at byte `offset` of this
+ * rank's buffer, kCopyUnroll at a time. */
+template <typename T>
+__device__ __forceinline__ void twoshot_copy_in(const qcoll__ipc_view_t &v,
+                                                const BlockState *s,
+                                                size_t offset, const T *src,
+                                                size_t count, size_t begin,
+                                                size_t end) {
+  constexpr int U = kCopyUnroll;
+  const bool aligned = (reinterpret_cast<uintptr_t>(src) % kPackBytes) == 0;
+  uint4 *mine = reinterpret_cast<uint4 *>(s->bases[v.rank] + offset);
+  const size_t b = blockDim.x;
+  size_t i = begin + threadIdx.x;
+  for (; i + (U - 1) * b < end; i += U * b) {
+    uint4 r[U];
+#pragma unroll
+    for (int u = 0; u < U; u++)
+      r[u] = load_user(src, i + u * b, count, aligned).raw;
+#pragma unroll
+    for (int u = 0; u < U; u++) mine[i + u * b] = r[u];
+  }
+  for (; i < end; i += b) mine[i] = load_user(src, i, count, aligned).raw;
+}
+
+/* Packs [begin, end) reduced over every rank's staged input into `result`,
+ * U packs (of kRanks >= nranks loads each) per round. */
+template <typename T, typename Op, int U, int kRanks>
+__device__ __forceinline__ void twoshot_reduce_range(
+    const qcoll__ipc_view_t &v, const BlockState *s, size_t offset,
+    uint4 *result, size_t begin, size_t end) {
+  const size_t b = blockDim.x;
+  const int n = v.nranks;
+  size_t i = begin + threadIdx.x;
+  for (; i + (U - 1) * b < end; i += U * b) {
+    uint4 in[U][kRanks];
+#pragma unroll
+    for (int u = 0; u < U; u++)
+#pragma unroll
+      for (int p = 0; p < kRanks; p++)
+        if (p < n)
+          in[u][p] = __ldcg(
+              reinterpret_cast<const uint4 *>(s->bases[p] + offset) + i +
+              u * b);
+#pragma unroll
+    for (int u = 0; u < U; u++)
+      result[i + u * b] = combine_packs<T, Op, kRanks>(n, in[u]).raw;
+  }
+  for (; i < end; i += b) result[i] = reduce_pack<T, Op>(v, s, offset, i).raw;
+}
+
+/* The reduction of my segment with as many packs per round as the world
+ * leaves registers for: 4 for 2 ranks, 2 for up to 4, else 1. */
+template <typename T, typename Op>
+__device__ __forceinline__ void twoshot_reduce(const qcoll__ipc_view_t &v,
+                                               const BlockState *s,
+                                               size_t offset, uint4 *result,
+                                               size_t begin, size_t end) {
+  if (v.nranks <= 2)
+    twoshot_reduce_range<T, Op, kReduceLoads / 2, 2>(v, s, offset, result,
+                                                     begin, end);
+  else if (v.nranks <= 4)
+    twoshot_reduce_range<T, Op, kReduceLoads / 4, 4>(v, s, offset, result,
+                                                     begin, end);
+  else
+    twoshot_reduce_range<T, Op, 1, QCOLL_IPC_MAX_RANKS>(v, s, offset, result,
+                                                        begin, end);
+}
+
+/* Packs [begin, end) of an owner's region 1 (`result`) to the user's
+ * output, kCopyUnroll at a time. */
+template <typename T>
+__device__ __forceinline__ void twoshot_copy_out(T *recv, size_t count,
+                                                 bool aligned,
+                                                 const uint4 *result,
+                                                 size_t begin, size_t end) {
+  constexpr int U = kCopyUnroll;
+  const size_t b = blockDim.x;
+  size_t i = begin + threadIdx.x;
+  for (; i + (U - 1) * b < end; i += U * b) {
+    Pack<T> p[U];
+#pragma unroll
+    for (int u = 0; u < U; u++) p[u].raw = __ldcg(result + i + u * b);
+#pragma unroll
+    for (int u = 0; u < U; u++)
+      store_user(recv, i + u * b, count, aligned, p[u]);
+  }
+  for (; i < end; i += b) {
+    Pack<T> p;
+    p.raw = __ldcg(result + i);
+    store_user(recv, i, count, aligned, p);
+  }
 }
 
 /* ---- the one-shot launch counter ----------------------------------------- */
@@ -286,7 +410,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
 
   const size_t inputs =
       qcoll__ipc_region_offset(v.oneshot_bytes, v.region_bytes, 0);
-  copy_in(v, &s, inputs, send, count, begin, end);
+  twoshot_copy_in(v, &s, inputs, send, count, begin, end);
   if (!block_barrier(v, 0, &s)) return;
 
   /* My segment, reduced into my region 1. */
@@ -294,8 +418,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     size_t seg_begin = begin + len * (size_t)v.rank / (size_t)n;
     size_t seg_end = begin + len * (size_t)(v.rank + 1) / (size_t)n;
     uint4 *result = reinterpret_cast<uint4 *>(region(v, &s, v.rank, 1));
-    for (size_t i = seg_begin + threadIdx.x; i < seg_end; i += blockDim.x)
-      result[i] = reduce_pack<T, Op>(v, &s, inputs, i).raw;
+    twoshot_reduce<T, Op>(v, &s, inputs, result, seg_begin, seg_end);
   }
   if (!block_barrier(v, 1, &s)) return;
 
@@ -308,11 +431,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     size_t seg_end = begin + len * (size_t)(owner + 1) / (size_t)n;
     const uint4 *result =
         reinterpret_cast<const uint4 *>(region(v, &s, owner, 1));
-    for (size_t i = seg_begin + threadIdx.x; i < seg_end; i += blockDim.x) {
-      Pack<T> p;
-      p.raw = __ldcg(result + i);
-      store_user(recv, i, count, aligned, p);
-    }
+    twoshot_copy_out(recv, count, aligned, result, seg_begin, seg_end);
   }
   block_end(v, &s);
 }

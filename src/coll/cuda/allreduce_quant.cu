@@ -1,7 +1,7 @@
 /*
  * Quantised two-shot all-reduce (sum) over CUDA IPC peer memory: every
- * transfer carries the groups of ../codec.h (FP8, INT8, INT6, INT4: 32
- * values and one scale per group) instead of the elements themselves.
+ * transfer carries the groups of ../codec.h (FP8, INT8, INT6, INT4, INT3:
+ * 32 values and one scale per group) instead of the elements themselves.
  *
  * Algorithm.  A launch handles count <= chunk elements (a host loop cuts
  * larger messages into chunks of whole groups).  Its G = ceil(count / 32)
@@ -28,7 +28,7 @@
  * end; the owner's own contribution goes through the codec like every other
  * (so the result does not depend on who owns what).  The operations are
  * those of ref_scheme_qcoll() in tests/codec/ref_scheme.c, with the same
- * correctly rounded f32 operations (codec.h's __fmul_rn/__fdiv_rn and
+ * correctly rounded f32 operations (codec.h's __fmul_rn/__fmaf_rn and
  * __fadd_rn here: nothing is contracted into an FMA), so the output is that
  * CPU model's f32 result rounded to the element type, bit for bit, on every
  * rank.  A NaN (a group that held inf or NaN, see codec.h's policies) is
@@ -51,11 +51,12 @@
  * 16-byte (f32) load or store per lane.
  *  - Encoding (phases 1 and 2): the group's amax is the max of the lane's
  *    four abs_bits, then of its segment (shuffle xor 4, 2, 1); every lane
- *    derives the scale itself (enc_scale), encodes its four values
- *    (encode_lane), packs them (pack_quad) and stores its quad_bytes = 4, 3
- *    or 2 bytes at group + 4 + quad_bytes * k; lane 0 of the segment stores
- *    the scale word.  No byte has two writers, so remote writes are direct
- *    stores, no staging.
+ *    derives the scale itself (enc_scale: no division), encodes its four
+ *    values (encode_lane), packs them (pack_quad) and stores its
+ *    share_bytes = 4, 3 or 2 bytes at group + 4 + share_offset (INT3: even
+ *    lanes 3 bytes, their quad and their odd neighbour's); lane 0 of the
+ *    segment stores the scale word.  No byte has two writers, so remote
+ *    writes are direct stores, no staging.
  *  - Decoding (phases 2 and 3): every lane loads the group's scale word and
  *    the aligned word(s) holding its code bytes (INT6: two words when its 3
  *    bytes straddle them) with __ldcg (peers wrote them: L2, never L1),
@@ -247,12 +248,15 @@ struct LaneCode {
 };
 
 /* Encode the lane's four values of a group held by its segment (codec.h
- * "Four elements per lane"). */
+ * "Four elements per lane"); quad is what the lane stores (segment_share:
+ * for INT3 an even lane's quad and its odd neighbour's).  Every lane of
+ * the warp calls it. */
 template <int F>
 __device__ __forceinline__ LaneCode encode_values(const float x[kLaneValues]) {
+  constexpr qcoll_quant_t fmt = static_cast<qcoll_quant_t>(F);
   LaneCode c;
-  c.quad = qcoll__codec_segment_encode(static_cast<qcoll_quant_t>(F), x,
-                                       &c.scale);
+  c.quad = qcoll__codec_segment_share(
+      fmt, qcoll__codec_segment_encode(fmt, x, &c.scale));
   return c;
 }
 
@@ -279,17 +283,17 @@ __device__ __forceinline__ void decode_values(LaneCode c,
 
 /* Encoded groups in the IPC regions: slots are 16-byte aligned and groups
  * multiples of 4 bytes, so every scale is a word and lane k's
- * quad_bytes(fmt) code bytes at group + 4 + quad_bytes * k are a word
- * (INT8, FP8), a 16-bit half (INT4), or for INT6 (3 bytes at an offset of
- * 3k) a half and a byte: the half first for even k, the byte first for odd
- * k.  No byte is written by two lanes. */
+ * share_bytes(fmt, k) code bytes at group + 4 + share_offset(fmt, k) are a
+ * word (INT8, FP8), a 16-bit half (INT4), or for INT6 and INT3's even
+ * lanes (3 bytes at an offset of 3j) a half and a byte: the half first for
+ * even j, the byte first for odd j.  No byte is written by two lanes. */
 template <int F>
 __device__ __forceinline__ void store_code(uint8_t *group, int k, LaneCode c) {
   constexpr qcoll_quant_t fmt = static_cast<qcoll_quant_t>(F);
-  const uint32_t qb = qcoll__codec_quad_bytes(fmt);
+  const uint32_t so = qcoll__codec_share_offset(fmt, k);
   if (k == 0) *reinterpret_cast<uint32_t *>(group) = c.scale;
-  qcoll__codec_store_quad_aligned(
-      group + QCOLL_CODEC_SCALE_BYTES + qb * (uint32_t)k, qb, c.quad, k);
+  qcoll__codec_store_quad_aligned(group + QCOLL_CODEC_SCALE_BYTES + so,
+                                  qcoll__codec_share_bytes(fmt, k), c.quad, so);
 }
 
 /* A lane's share of a group as loaded: the scale word and the one or two
@@ -301,11 +305,12 @@ struct RawCode {
   uint32_t lo, hi;
 };
 
-/* Byte offset of lane k's code bytes in a group. */
+/* Byte offset of the code bytes lane k reads in a group (INT3: its
+ * pair's). */
 template <int F>
 __device__ __forceinline__ uint32_t quad_offset(int k) {
   constexpr qcoll_quant_t fmt = static_cast<qcoll_quant_t>(F);
-  return QCOLL_CODEC_SCALE_BYTES + qcoll__codec_quad_bytes(fmt) * (uint32_t)k;
+  return QCOLL_CODEC_SCALE_BYTES + qcoll__codec_share_offset(fmt, k);
 }
 
 /* Offset of the aligned word holding lane k's first code byte. */
@@ -316,15 +321,15 @@ __device__ __forceinline__ uint32_t code_word_offset(int k) {
 
 /* Load lane k's share of a group that peers wrote: L2 loads (__ldcg) of
  * whole aligned words.  `codes` is group + code_word_offset(k): INT8/FP8
- * read their code word, INT4 the word holding their half, INT6 that word
- * and, when the 3 bytes at 4 + 3k run into the next word, that one too
- * (never past the group). */
+ * read their code word, INT4 the word holding their half, INT6 and INT3
+ * that word and, when the 3 bytes at 4 + 3j run into the next word, that
+ * one too (never past the group). */
 template <int F>
 __device__ __forceinline__ RawCode load_code(const uint8_t *group,
                                              const uint8_t *codes, int k) {
   constexpr qcoll_quant_t fmt = static_cast<qcoll_quant_t>(F);
-  const uint32_t qb = qcoll__codec_quad_bytes(fmt);
-  const bool split = (quad_offset<F>(k) & 3u) + qb > 4u;
+  const uint32_t rb = qcoll__codec_read_bytes(fmt);
+  const bool split = (quad_offset<F>(k) & 3u) + rb > 4u;
   RawCode r;
   r.scale = __ldcg(reinterpret_cast<const uint32_t *>(group));
   r.lo = __ldcg(reinterpret_cast<const uint32_t *>(codes));
@@ -337,7 +342,9 @@ __device__ __forceinline__ RawCode load_code(const uint8_t *group,
  * four codes may hold a neighbour's; quad_code masks them off. */
 template <int F>
 __device__ __forceinline__ LaneCode raw_quad(RawCode r, int k) {
-  const uint32_t shift = 8u * (quad_offset<F>(k) & 3u);
+  const uint32_t shift =
+      8u * (quad_offset<F>(k) & 3u) +
+      qcoll__codec_share_shift(static_cast<qcoll_quant_t>(F), k);
   const uint64_t both = (uint64_t)r.hi << 32 | r.lo;
   return LaneCode{r.scale, (uint32_t)(both >> shift)};
 }
@@ -754,6 +761,9 @@ kernel_fn pick_format(qcoll_quant_t quant) {
     case QCOLL_QUANT_INT4:
       return reinterpret_cast<kernel_fn>(
           quant_twoshot_kernel<T, QCOLL_QUANT_INT4>);
+    case QCOLL_QUANT_INT3:
+      return reinterpret_cast<kernel_fn>(
+          quant_twoshot_kernel<T, QCOLL_QUANT_INT3>);
     default: return nullptr;
   }
 }
@@ -808,7 +818,8 @@ extern "C" cudaError_t qcoll__cuda_all_reduce_quant_launch(
 extern "C" cudaError_t qcoll__cuda_all_reduce_quant_blocks_per_sm(int *per_sm) {
   static const qcoll_dtype_t dtypes[] = {QCOLL_F16, QCOLL_BF16, QCOLL_F32};
   static const qcoll_quant_t formats[] = {QCOLL_QUANT_FP8, QCOLL_QUANT_INT8,
-                                          QCOLL_QUANT_INT6, QCOLL_QUANT_INT4};
+                                          QCOLL_QUANT_INT6, QCOLL_QUANT_INT4,
+                                          QCOLL_QUANT_INT3};
   int least = 1 << 30;
   for (qcoll_dtype_t d : dtypes)
     for (qcoll_quant_t q : formats) {

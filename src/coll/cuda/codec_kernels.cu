@@ -18,13 +18,16 @@
  *    at once.
  *  - Encode: amax = max of the lane's four abs_bits, then of the segment
  *    (shuffle xor 4, 2, 1); every lane computes the scale itself
- *    (enc_scale: one division per four values), encodes its four values
- *    (encode_lane), packs them (pack_quad) and writes its quad_bytes(fmt)
- *    = 4 / 3 / 2 bytes at group + 4 + quad_bytes * k; lane 0 of the segment
+ *    (enc_scale: a Newton reciprocal per four values, no division),
+ *    encodes its four values (encode_lane), packs them (pack_quad) and
+ *    writes its share_bytes(fmt, k) = 4 / 3 / 2 bytes at group + 4 +
+ *    share_offset(fmt, k) (INT3: even lanes write 3 bytes, their quad and
+ *    their odd neighbour's, taken by one shuffle); lane 0 of the segment
  *    writes the scale.  No byte is written by two lanes.
  *  - Decode: every lane reads the group's scale word and its own code
- *    bytes, derives the scale (dec_scale), decodes four values
- *    (quad_code, decode_lane) and writes them with one 16-byte store.
+ *    bytes (INT3: the pair's 3, its quad share_shift bits up), derives
+ *    the scale (dec_scale), decodes four values (quad_code, decode_lane)
+ *    and writes them with one 16-byte store.
  *  - Steps wholly inside n run without bounds checks; the last step checks
  *    every group (g < groups: no bytes past the last group) and every
  *    value (index < n: padding reads 0, decoding writes only n values).
@@ -46,8 +49,8 @@
  * the end take part with zeros and store nothing).
  *
  * Requirements: compiled without -ftz=true / -use_fast_math (tiny groups
- * depend on subnormals; codec.h's arithmetic uses __fmul_rn/__fdiv_rn so
- * contraction and approximate division cannot change it); block sizes a
+ * depend on subnormals; codec.h's arithmetic uses __fmul_rn/__fmaf_rn so
+ * contraction cannot change it); block sizes a
  * multiple of 32 (whole warps); little-endian words (the scale and codes
  * are read and written as words in the segment variant, as codec.h
  * allows).
@@ -191,22 +194,24 @@ __device__ __forceinline__ uint32_t load_scale(const uint8_t *group) {
                   : qcoll__codec_load_scale(group);
 }
 
-/* A lane's code bytes (`bytes` = qcoll__codec_quad_bytes(fmt), a constant
- * once inlined) at p = group + 4 + bytes * k, little-endian: in aligned
+/* A lane's code bytes (`bytes` = qcoll__codec_share_bytes(fmt, k), a
+ * constant once inlined but for INT3's odd lanes, which have none) at
+ * p = group + 4 + `offset` (share_offset), little-endian: in aligned
  * groups with the fewest accesses (codec.h), else byte by byte. */
 template <bool kAligned>
 __device__ __forceinline__ void store_quad(uint8_t *p, uint32_t bytes,
-                                           uint32_t quad, int k) {
+                                           uint32_t quad, uint32_t offset) {
   if (kAligned) {
-    qcoll__codec_store_quad_aligned(p, bytes, quad, k);
+    qcoll__codec_store_quad_aligned(p, bytes, quad, offset);
   } else {
     for (uint32_t b = 0; b < bytes; b++) p[b] = (uint8_t)(quad >> (8 * b));
   }
 }
 
+/* The `bytes` (read_bytes) at p = group + 4 + `offset` (share_offset). */
 template <bool kAligned>
 __device__ __forceinline__ uint32_t load_quad(const uint8_t *p, uint32_t bytes,
-                                              int k) {
+                                              uint32_t offset) {
   if (!kAligned) {
     uint32_t quad = 0;
     for (uint32_t b = 0; b < bytes; b++) quad |= (uint32_t)p[b] << (8 * b);
@@ -216,7 +221,7 @@ __device__ __forceinline__ uint32_t load_quad(const uint8_t *p, uint32_t bytes,
   } else if (bytes == 2) {
     return *reinterpret_cast<const uint16_t *>(p);
   } else {
-    const int odd = k & 1;
+    const int odd = (int)(offset & 1u);
     const uint32_t half = *reinterpret_cast<const uint16_t *>(p + odd);
     const uint32_t byte = p[odd ? 0 : 2];
     return odd ? byte | half << 8 : half | byte << 16;
@@ -230,10 +235,11 @@ __device__ __forceinline__ void segment_encode_step(
     const float *__restrict__ in, size_t n, uint8_t *__restrict__ out,
     size_t g0, int lane) {
   const qcoll_quant_t fmt = static_cast<qcoll_quant_t>(F);
-  const uint32_t qb = qcoll__codec_quad_bytes(fmt);
   const uint32_t gb = qcoll__codec_group_bytes(fmt);
   const size_t groups = qcoll__codec_groups(n);
   const int seg = lane / kSegLanes, k = lane % kSegLanes;
+  const uint32_t sb = qcoll__codec_share_bytes(fmt, k);
+  const uint32_t so = qcoll__codec_share_offset(fmt, k);
   float x[kEncUnroll][kLaneValues];
   /* Lane l's values of set u: (g0 + 4u) * 32 + 4l, i.e. group
    * g0 + 4u + seg, elements 4k..4k+3. */
@@ -248,13 +254,13 @@ __device__ __forceinline__ void segment_encode_step(
   for (int u = 0; u < kEncUnroll; u++) {
     /* every lane, past the end too: full-mask shuffles */
     uint32_t stored;
-    const uint32_t quad = qcoll__codec_segment_encode(fmt, x[u], &stored);
+    const uint32_t quad = qcoll__codec_segment_share(
+        fmt, qcoll__codec_segment_encode(fmt, x[u], &stored));
     const size_t g = g0 + (size_t)u * kSegsPerWarp + seg;
     if (kChecked && g >= groups) continue;
     uint8_t *group = out + g * gb;
     if (k == 0) store_scale<kAligned>(group, stored);
-    store_quad<kAligned>(group + QCOLL_CODEC_SCALE_BYTES + qb * k, qb, quad,
-                         k);
+    store_quad<kAligned>(group + QCOLL_CODEC_SCALE_BYTES + so, sb, quad, so);
   }
 }
 
@@ -264,10 +270,11 @@ __device__ __forceinline__ void segment_decode_step(
     const uint8_t *__restrict__ in, size_t n, float *__restrict__ out,
     size_t g0, int lane) {
   const qcoll_quant_t fmt = static_cast<qcoll_quant_t>(F);
-  const uint32_t qb = qcoll__codec_quad_bytes(fmt);
+  const uint32_t rb = qcoll__codec_read_bytes(fmt);
   const uint32_t gb = qcoll__codec_group_bytes(fmt);
   const size_t groups = qcoll__codec_groups(n);
   const int seg = lane / kSegLanes, k = lane % kSegLanes;
+  const uint32_t so = qcoll__codec_share_offset(fmt, k);
   uint32_t scale[kDecUnroll], quad[kDecUnroll];
 #pragma unroll
   for (int u = 0; u < kDecUnroll; u++) {
@@ -276,8 +283,9 @@ __device__ __forceinline__ void segment_decode_step(
     if (kChecked && g >= groups) continue;
     const uint8_t *group = in + g * gb;
     scale[u] = load_scale<kAligned>(group);
-    quad[u] =
-        load_quad<kAligned>(group + QCOLL_CODEC_SCALE_BYTES + qb * k, qb, k);
+    quad[u] = load_quad<kAligned>(group + QCOLL_CODEC_SCALE_BYTES + so, rb,
+                                  so) >>
+              qcoll__codec_share_shift(fmt, k);
   }
 #pragma unroll
   for (int u = 0; u < kDecUnroll; u++) {
@@ -443,6 +451,8 @@ extern "C" int qcoll__codec_cuda_encode(qcoll_quant_t fmt,
       return launch_encode<QCOLL_QUANT_INT6>(variant, in, n, out, s);
     case QCOLL_QUANT_INT4:
       return launch_encode<QCOLL_QUANT_INT4>(variant, in, n, out, s);
+    case QCOLL_QUANT_INT3:
+      return launch_encode<QCOLL_QUANT_INT3>(variant, in, n, out, s);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -462,6 +472,8 @@ extern "C" int qcoll__codec_cuda_decode(qcoll_quant_t fmt,
       return launch_decode<QCOLL_QUANT_INT6>(variant, in, n, out, s);
     case QCOLL_QUANT_INT4:
       return launch_decode<QCOLL_QUANT_INT4>(variant, in, n, out, s);
+    case QCOLL_QUANT_INT3:
+      return launch_decode<QCOLL_QUANT_INT3>(variant, in, n, out, s);
     default: return cudaErrorInvalidValue;
   }
 }

@@ -241,9 +241,9 @@ cudaError_t qcoll__cuda_all_reduce_launch(const qcoll__ipc_view_t *view,
 cudaError_t qcoll__cuda_all_reduce_resident_blocks(int *blocks);
 
 /* ---- quantised two-shot all-reduce (allreduce_quant.cu) ----------------
- * Sum only; f16, bf16, f32; quant one of FP8, INT8, INT6, INT4.  Results
- * are the CPU model of tests/codec/ref_scheme.c (qcoll's scheme) rounded
- * once to the element type, bit for bit, on every rank. */
+ * Sum only; f16, bf16, f32; quant one of FP8, INT8, INT6, INT4, INT3.
+ * Results are the CPU model of tests/codec/ref_scheme.c (qcoll's scheme)
+ * rounded once to the element type, bit for bit, on every rank. */
 
 /* Whether the quantised kernel supports this dtype, op and format. */
 int qcoll__cuda_all_reduce_quant_supported(qcoll_dtype_t dtype, qcoll_op_t op,

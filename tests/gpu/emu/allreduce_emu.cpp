@@ -69,8 +69,8 @@ extern "C" size_t qcoll_dtype_size(qcoll_dtype_t d) {
   return d == QCOLL_F32 ? 4 : 2;
 }
 extern "C" const char *qcoll_quant_name(qcoll_quant_t q) {
-  static const char *names[] = {"default", "none", "fp8", "int8", "int6",
-                                 "int4"};
+  static const char *names[] = {"default", "none", "fp8", "int8",
+                                 "int6",    "int4", "int3"};
   return (unsigned)q < QCOLL_QUANT_COUNT ? names[q] : "?";
 }
 
@@ -265,7 +265,8 @@ static void test_exact(World &w) {
   int cases = 0;
   uint32_t seed = 1;
   static const qcoll_quant_t fmts[] = {QCOLL_QUANT_FP8, QCOLL_QUANT_INT8,
-                                       QCOLL_QUANT_INT6, QCOLL_QUANT_INT4};
+                                       QCOLL_QUANT_INT6, QCOLL_QUANT_INT4,
+                                       QCOLL_QUANT_INT3};
   static const qcoll_dtype_t dts[] = {QCOLL_F16, QCOLL_BF16, QCOLL_F32};
   for (qcoll_quant_t f : fmts) {
     const size_t chunk =

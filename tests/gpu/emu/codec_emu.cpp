@@ -69,12 +69,14 @@ cudaError_t emu_launch(const void *fn, dim3 grid, void **args, int nargs,
 static emu_stream *stream;
 
 static const qcoll_quant_t FORMATS[] = {QCOLL_QUANT_FP8, QCOLL_QUANT_INT8,
-                                        QCOLL_QUANT_INT6, QCOLL_QUANT_INT4};
+                                        QCOLL_QUANT_INT6, QCOLL_QUANT_INT4,
+                                        QCOLL_QUANT_INT3};
 static const char *fmt_name(qcoll_quant_t f) {
   switch (f) {
     case QCOLL_QUANT_FP8: return "FP8";
     case QCOLL_QUANT_INT8: return "INT8";
     case QCOLL_QUANT_INT6: return "INT6";
+    case QCOLL_QUANT_INT3: return "INT3";
     default: return "INT4";
   }
 }
@@ -318,21 +320,31 @@ static void check_quads() {
       uint32_t codes[QCOLL_CODEC_GROUP];
       uint8_t packed[QCOLL_CODEC_GROUP];
       const uint32_t bits = qcoll__codec_code_bits(fmt);
-      const uint32_t qb = qcoll__codec_quad_bytes(fmt);
+      const uint32_t qbits = qcoll__codec_quad_bits(fmt);
       for (auto &c : codes) c = (uint32_t)qd_next(&s) & ((1u << bits) - 1u);
       qcoll__codec_pack(fmt, codes, packed);
       checks++;
       for (int k = 0; k < QCOLL_CODEC_GROUP / 4; k++) {
-        uint32_t quad = qcoll__codec_pack_quad(fmt, codes + 4 * k), read = 0;
-        for (uint32_t b = 0; b < qb; b++) {
-          if ((uint8_t)(quad >> (8 * b)) != packed[qb * k + b])
-            FAIL("%s: pack_quad %d byte %u differs from pack", fmt_name(fmt), k,
-                 b);
-          read |= (uint32_t)packed[qb * k + b] << (8 * b);
-        }
-        if (qb < 4 && quad >> (8 * qb) != 0)
-          FAIL("%s: pack_quad %d has bits past its %u bytes", fmt_name(fmt), k,
-               qb);
+        const uint32_t quad = qcoll__codec_pack_quad(fmt, codes + 4 * k);
+        /* the share lane k writes: its quad, or (INT3, even k) the pair */
+        const uint32_t share =
+            fmt == QCOLL_QUANT_INT3 && !(k & 1)
+                ? quad | qcoll__codec_pack_quad(fmt, codes + 4 * k + 4) << 12
+                : quad;
+        const uint32_t sb = qcoll__codec_share_bytes(fmt, k),
+                       so = qcoll__codec_share_offset(fmt, k);
+        for (uint32_t b = 0; b < sb; b++)
+          if ((uint8_t)(share >> (8 * b)) != packed[so + b])
+            FAIL("%s: share of lane %d byte %u differs from pack",
+                 fmt_name(fmt), k, b);
+        if (qbits < 32 && quad >> qbits != 0)
+          FAIL("%s: pack_quad %d has bits past its %u", fmt_name(fmt), k,
+               qbits);
+        /* what lane k reads back: read_bytes at share_offset, shifted */
+        uint32_t read = 0;
+        for (uint32_t b = 0; b < qcoll__codec_read_bytes(fmt); b++)
+          read |= (uint32_t)packed[so + b] << (8 * b);
+        read >>= qcoll__codec_share_shift(fmt, k);
         for (int j = 0; j < 4; j++)
           if (qcoll__codec_quad_code(fmt, read, j) !=
               qcoll__codec_unpack_one(fmt, packed, 4 * k + j))
@@ -378,8 +390,9 @@ int main() {
     return 1;
   }
   printf(
-      "codec_emu: %d checks passed (%d launches: %d variants x 4 formats, "
+      "codec_emu: %d checks passed (%d launches: %d variants x %zu formats, "
       "encode and decode)\n",
-      checks, launches, QCOLL_CODEC_CUDA_VARIANTS);
+      checks, launches, QCOLL_CODEC_CUDA_VARIANTS,
+      sizeof FORMATS / sizeof FORMATS[0]);
   return 0;
 }

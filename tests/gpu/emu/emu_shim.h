@@ -75,6 +75,9 @@ static inline float __fmul_rn(float a, float b) {
 static inline float __fdiv_rn(float a, float b) {
   return a / b;
 }
+static inline float __fmaf_rn(float a, float b, float c) {
+  return fmaf(a, b, c);
+}
 static inline double __dadd_rn(double a, double b) {
   return a + b;
 }
