@@ -203,6 +203,18 @@ class ProcessGroupQcoll(_ProcessGroup):
         bound device, else the first device the group saw, else the CPU."""
         return self._bound_device or self._first_device or _CPU
 
+    @property
+    def bound_device_name(self):
+        """bound_device as a string ("cpu", "cuda:N"), as the compiled backend
+        reports it."""
+        return str(self.bound_device)
+
+    def comm_devices(self):
+        """The devices holding a communicator, in creation order: -1 for the
+        host, n for cuda:n (as the compiled backend reports them)."""
+        with self._lock:
+            return [-1 if key is None else key for key in self._comm_order]
+
     def bind_device(self, device):
         """Bind the group to ``device`` (what init_process_group's device_id
         does); barrier then runs there."""

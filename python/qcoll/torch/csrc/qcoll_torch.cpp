@@ -318,7 +318,7 @@ class QcollWork : public c10d::Work {
 #ifdef QCOLL_TORCH_CUDA
       if (event_ != nullptr) {
         future_ = c10::make_intrusive<c10::ivalue::Future>(type, std::vector<c10::Device>{device_});
-        c10::cuda::CUDAStreamGuard guard(stream_);
+        c10::cuda::CUDAStreamGuard guard(*stream_);
         future_->markCompleted(c10::IValue(outputs_));
         return future_;
       }
@@ -335,7 +335,7 @@ class QcollWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 #ifdef QCOLL_TORCH_CUDA
   cudaEvent_t event_ = nullptr;
-  c10::cuda::CUDAStream stream_ = c10::cuda::getDefaultCUDAStream(0);
+  std::optional<c10::cuda::CUDAStream> stream_;  // set with event_ (CPU work touches no GPU)
   bool blocking_ = false;
 #endif
 };
