@@ -162,10 +162,14 @@ def _compile(p):
                               verbose=os.environ.get("QCOLL_TORCH_EXT_VERBOSE") == "1")
 
 
-def _shorten(text, lines=25):
-    kept = str(text).strip().splitlines()
-    if len(kept) > lines:
-        kept = ["..."] + kept[-lines:]
+def _shorten(text, errors=10, tail=10):
+    """A compiler's log cut to what says why: its first lines naming an
+    error, then its last lines."""
+    lines = str(text).strip().splitlines()
+    if len(lines) <= errors + tail:
+        return "\n".join(lines)
+    named = [i for i, line in enumerate(lines[:-tail]) if "error" in line.lower()][:errors]
+    kept = [lines[i] for i in named] + ["..."] + lines[-tail:]
     return "\n".join(kept)
 
 
