@@ -3,7 +3,7 @@
 argument parsed and checked, as before the lean path existed), on host
 buffers, in one run.  Started by qcoll-run:
 
-    qcoll-run -n 2 python3 bench/python_overhead.py [--calls 20000] [--rounds 5]
+    qcoll-run -n 2 python3 bench/python_overhead.py [--calls 20000] [--rounds 5] [--kind torch]
 
 The rounds alternate the two paths so that both see the same machine; the
 median round of each is printed, with their ratio.  The sizes are small so
@@ -34,17 +34,25 @@ def main():
     ap.add_argument("--calls", type=int, default=20000)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--bytes", type=int, nargs="*", default=[64, 4096])
+    ap.add_argument("--kind", choices=["numpy", "torch"], default="numpy",
+                    help="the arrays: numpy, or torch CPU tensors")
     args = ap.parse_args()
     with qcoll.Comm.from_env(device="cpu") as comm:
         for nbytes in args.bytes:
             x = np.ones(nbytes // 4, dtype=np.float32)
+            ptr = x.ctypes.data
+            if args.kind == "torch":
+                import torch
+
+                x = torch.ones(nbytes // 4, dtype=torch.float32)
+                ptr = x.data_ptr()
             paths = {
                 "full": lambda: comm._all_reduce_full(x, None, "sum", None, None, None),
                 "lean": lambda: comm.all_reduce(x),
             }
             call = comm.prepare_all_reduce("float32")
-            ptr = x.ctypes.data
-            paths["prepared"] = lambda: call(ptr, ptr, x.size, None)
+            count = nbytes // 4
+            paths["prepared"] = lambda: call(ptr, ptr, count, None)
             times = {name: [] for name in paths}
             for name, fn in paths.items():  # warm up, and check the lean path is taken
                 per_call_us(fn, 100)
@@ -54,7 +62,7 @@ def main():
                     times[name].append(per_call_us(fn, args.calls))
             med = {name: statistics.median(t) for name, t in times.items()}
             if comm.rank == 0:
-                print(f"{comm.size} ranks, {nbytes} B float32, host: "
+                print(f"{comm.size} ranks, {nbytes} B float32 {args.kind}, host: "
                       + ", ".join(f"{name} {us:.2f} us" for name, us in med.items())
                       + f"; full/lean {med['full'] / med['lean']:.2f}x, "
                       f"full/prepared {med['full'] / med['prepared']:.2f}x", flush=True)
