@@ -210,6 +210,12 @@ void check_blocks(const char* what, const at::Tensor& one, const std::vector<at:
   }
 }
 
+std::vector<at::Tensor> joined(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  std::vector<at::Tensor> all = a;
+  all.insert(all.end(), b.begin(), b.end());
+  return all;
+}
+
 // ---- CUDA events --------------------------------------------------------------------
 
 #ifdef QCOLL_TORCH_CUDA
@@ -555,21 +561,31 @@ class QcollBackend : public c10d::Backend {
                });
   }
 
-  c10::intrusive_ptr<c10d::Work> gather_into(const char* what, std::vector<at::Tensor>& outputs,
-                                             std::vector<at::Tensor>& inputs) {
-    TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "qcoll backend ", what, ": ",
-                      outputs.size(), " outputs for ", inputs.size(), " inputs");
-    std::vector<at::Tensor> everything = outputs;
-    everything.insert(everything.end(), inputs.begin(), inputs.end());
+  // Checks tensor pairs (small[k], big[k]) where big[k] holds size x the
+  // elements of small[k], of the same type; returns their device.
+  at::Device check_pairs(const char* what, const std::vector<at::Tensor>& small,
+                         const char* small_name, const std::vector<at::Tensor>& big,
+                         const char* big_name) {
+    TORCH_CHECK_VALUE(small.size() == big.size(), "qcoll backend ", what, ": ", big.size(), " ",
+                      big_name, "s for ", small.size(), " ", small_name, "s");
+    std::vector<at::Tensor> everything = joined(big, small);
     check_tensors(what, everything);
     at::Device device = device_of(what, everything);
-    for (size_t k = 0; k < inputs.size(); k++) {
-      TORCH_CHECK_VALUE(outputs[k].numel() == inputs[k].numel() * getSize() &&
-                            outputs[k].scalar_type() == inputs[k].scalar_type(),
-                        "qcoll backend ", what, ": the output must hold ", getSize(),
-                        " x the input's ", inputs[k].numel(), " ", inputs[k].scalar_type(),
-                        " elements, got ", outputs[k].numel(), " ", outputs[k].scalar_type());
+    for (size_t k = 0; k < small.size(); k++) {
+      TORCH_CHECK_VALUE(big[k].numel() == small[k].numel() * getSize() &&
+                            big[k].scalar_type() == small[k].scalar_type(),
+                        "qcoll backend ", what, ": the ", big_name, " must hold ", getSize(),
+                        " x the ", small_name, "'s ", small[k].numel(), " ",
+                        small[k].scalar_type(), " elements, got ", big[k].numel(), " ",
+                        big[k].scalar_type());
     }
+    return device;
+  }
+
+  c10::intrusive_ptr<c10d::Work> gather_into(const char* what, std::vector<at::Tensor>& outputs,
+                                             std::vector<at::Tensor>& inputs) {
+    std::vector<at::Tensor> everything = joined(outputs, inputs);
+    at::Device device = check_pairs(what, inputs, "input", outputs, "output");
     return run(c10d::OpType::_ALLGATHER_BASE, everything, outputs, device,
                [&](qcoll_comm_t comm, void* stream) {
                  for (size_t k = 0; k < inputs.size(); k++) {
@@ -627,19 +643,8 @@ class QcollBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> scatter_from(const char* what, std::vector<at::Tensor>& outputs,
                                               std::vector<at::Tensor>& inputs,
                                               const c10d::ReduceOp& reduce_op) {
-    TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "qcoll backend ", what, ": ",
-                      outputs.size(), " outputs for ", inputs.size(), " inputs");
-    std::vector<at::Tensor> everything = outputs;
-    everything.insert(everything.end(), inputs.begin(), inputs.end());
-    check_tensors(what, everything);
-    at::Device device = device_of(what, everything);
-    for (size_t k = 0; k < inputs.size(); k++) {
-      TORCH_CHECK_VALUE(inputs[k].numel() == outputs[k].numel() * getSize() &&
-                            outputs[k].scalar_type() == inputs[k].scalar_type(),
-                        "qcoll backend ", what, ": the input must hold ", getSize(),
-                        " x the output's ", outputs[k].numel(), " ", outputs[k].scalar_type(),
-                        " elements, got ", inputs[k].numel(), " ", inputs[k].scalar_type());
-    }
+    std::vector<at::Tensor> everything = joined(outputs, inputs);
+    at::Device device = check_pairs(what, outputs, "output", inputs, "input");
     qcoll_op_t op = qcoll_op_of(reduce_op);
     return run(c10d::OpType::_REDUCE_SCATTER_BASE, everything, outputs, device,
                [&](qcoll_comm_t comm, void* stream) {
@@ -701,8 +706,7 @@ class QcollBackend : public c10d::Backend {
                                           std::vector<at::Tensor>& inputs,
                                           const c10d::AllToAllOptions&) override {
     const char* what = "alltoall";
-    std::vector<at::Tensor> everything = outputs;
-    everything.insert(everything.end(), inputs.begin(), inputs.end());
+    std::vector<at::Tensor> everything = joined(outputs, inputs);
     check_tensors(what, everything);
     TORCH_CHECK_VALUE(static_cast<int>(outputs.size()) == getSize() &&
                           static_cast<int>(inputs.size()) == getSize(),
@@ -793,76 +797,62 @@ class QcollBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
                                         std::vector<at::Tensor>& inputs,
                                         const c10d::GatherOptions& opts) override {
-    const char* what = "gather";
-    int root = static_cast<int>(opts.rootRank);
-    bool is_root = getRank() == root;
     TORCH_CHECK_VALUE(inputs.size() == 1, "qcoll backend gather: needs one input tensor");
-    at::Tensor inp = inputs[0];
-    std::vector<at::Tensor> outs;
-    if (is_root && !outputs.empty()) {
-      outs = outputs[0];
-    }
-    if (is_root) {
-      check_blocks(what, inp, outs, getSize());
-    }
-    std::vector<at::Tensor> everything{inp};
-    everything.insert(everything.end(), outs.begin(), outs.end());
-    check_tensors(what, everything);
-    at::Device device = device_of(what, everything);
-    return run(c10d::OpType::GATHER, everything, outs, device,
-               [&](qcoll_comm_t comm, void* stream) {
-                 if (!is_root) {
-                   Span s = move_span(inp);
-                   check(api.send(s.ptr, s.count, s.dtype, root, comm, stream), comm, what);
-                   return;
-                 }
-                 for (int r = 0; r < getSize(); r++) {
-                   if (r == root) {
-                     outs[r].copy_(inp);
-                   } else {
-                     Span s = move_span(outs[r]);
-                     check(api.recv(s.ptr, s.count, s.dtype, r, comm, stream), comm, what);
-                   }
-                 }
-               });
+    return rooted("gather", c10d::OpType::GATHER, inputs[0], outputs,
+                  static_cast<int>(opts.rootRank), /*to_root=*/true);
   }
 
   // outputs[0] = the root's inputs[0][rank].
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
                                          std::vector<std::vector<at::Tensor>>& inputs,
                                          const c10d::ScatterOptions& opts) override {
-    const char* what = "scatter";
-    int root = static_cast<int>(opts.rootRank);
-    bool is_root = getRank() == root;
     TORCH_CHECK_VALUE(outputs.size() == 1, "qcoll backend scatter: needs one output tensor");
-    at::Tensor out = outputs[0];
-    std::vector<at::Tensor> ins;
-    if (is_root && !inputs.empty()) {
-      ins = inputs[0];
+    return rooted("scatter", c10d::OpType::SCATTER, outputs[0], inputs,
+                  static_cast<int>(opts.rootRank), /*to_root=*/false);
+  }
+
+  // Gather (to_root: the root's blocks[0][r] = `one` of rank r) or scatter
+  // (`one` = the root's blocks[0][rank]) through sends and receives between
+  // the root and each other rank; the root copies its own block.
+  c10::intrusive_ptr<c10d::Work> rooted(const char* what, c10d::OpType type, at::Tensor one,
+                                        std::vector<std::vector<at::Tensor>>& block_lists,
+                                        int root, bool to_root) {
+    bool is_root = getRank() == root;
+    std::vector<at::Tensor> blocks;
+    if (is_root && !block_lists.empty()) {
+      blocks = block_lists[0];
     }
     if (is_root) {
-      check_blocks(what, out, ins, getSize());
+      check_blocks(what, one, blocks, getSize());
     }
-    std::vector<at::Tensor> everything{out};
-    everything.insert(everything.end(), ins.begin(), ins.end());
+    std::vector<at::Tensor> everything = joined({one}, blocks);
     check_tensors(what, everything);
     at::Device device = device_of(what, everything);
-    return run(c10d::OpType::SCATTER, everything, {out}, device,
-               [&](qcoll_comm_t comm, void* stream) {
-                 if (!is_root) {
-                   Span s = move_span(out);
-                   check(api.recv(s.ptr, s.count, s.dtype, root, comm, stream), comm, what);
-                   return;
-                 }
-                 for (int r = 0; r < getSize(); r++) {
-                   if (r == root) {
-                     out.copy_(ins[r]);
-                   } else {
-                     Span s = move_span(ins[r]);
-                     check(api.send(s.ptr, s.count, s.dtype, r, comm, stream), comm, what);
-                   }
-                 }
-               });
+    std::vector<at::Tensor> outputs = to_root ? blocks : std::vector<at::Tensor>{one};
+    return run(type, everything, outputs, device, [&](qcoll_comm_t comm, void* stream) {
+      // Moves t to (to_root) or from rank peer.
+      auto move = [&](const at::Tensor& t, int peer, bool sending) {
+        Span s = move_span(t);
+        if (sending) {
+          check(api.send(s.ptr, s.count, s.dtype, peer, comm, stream), comm, what);
+        } else {
+          check(api.recv(s.ptr, s.count, s.dtype, peer, comm, stream), comm, what);
+        }
+      };
+      if (!is_root) {
+        move(one, root, to_root);
+        return;
+      }
+      for (int r = 0; r < getSize(); r++) {
+        if (r != root) {
+          move(blocks[r], r, !to_root);
+        } else if (to_root) {
+          blocks[r].copy_(one);
+        } else {
+          one.copy_(blocks[r]);
+        }
+      }
+    });
   }
 
   // qcoll orders the messages of a pair; the tag is not used.
