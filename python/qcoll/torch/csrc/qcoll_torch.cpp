@@ -973,6 +973,7 @@ class QcollBackend : public c10d::Backend {
 // as an integer, quant a qcoll_quant_t.
 void quick_all_reduce_into(const at::Tensor& inp, const at::Tensor& out, int64_t comm,
                            int64_t quant) {
+  require_library();
   int d = qcoll_dtype_of(inp.scalar_type());
   TORCH_CHECK_VALUE(d >= 0, "qcoll::quick_all_reduce: dtype ", inp.scalar_type(),
                     " cannot be reduced");
