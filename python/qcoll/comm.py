@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import ctypes
 import datetime
+import sys
 import threading
 from typing import Any, List, Optional, Tuple, Union
 
-from . import _errors
+from . import _errors, _lean
 from ._buffer import as_buffer, default_stream, stream_handle
 from ._errors import InvalidArgumentError, InvalidUsageError, make_error
 from ._lib import (QCOLL_DEVICE_CURRENT, QCOLL_DEVICE_NONE, QCOLL_UNIQUE_ID_BYTES,
                    ConfigStruct, OptionsStruct, UniqueIdStruct, decode, lib)
-from ._types import SUPPORTED_DTYPES, Algo, Dtype, Op, Quant, as_algo, as_op, as_quant
+from ._types import (SUPPORTED_DTYPES, Algo, Dtype, Op, Quant, as_algo, as_dtype, as_op,
+                     as_quant)
 
 # What the collectives accept (see the module docstring): any array object
 # (numpy, torch, __cuda_array_interface__, DLPack, buffer protocol); a
@@ -301,6 +303,7 @@ class Comm:
         self._handle = handle
         self._host_id = host_id  # keeps the string the config pointed at alive
         self._lock = threading.Lock()
+        self._prepared = {}  # (dtype, op, algo, quant) -> all-reduce call
         self._rank = self._query("qcoll_comm_rank")
         self._size = self._query("qcoll_comm_size")
         device = self._query("qcoll_comm_device")
@@ -459,12 +462,66 @@ class Comm:
         QCOLL_ALGO), ``quant`` its transfer (None/'default', 'none'/'fp',
         'fp8', 'int8', 'int6', 'int4', 'int3').  Every rank must pass the
         same."""
+        if self._lean_all_reduce(sendbuf, recvbuf, op, stream, algo, quant):
+            return recvbuf if recvbuf is not None else sendbuf
+        return self._all_reduce_full(sendbuf, recvbuf, op, stream, algo, quant)
+
+    def _all_reduce_full(self, sendbuf, recvbuf, op, stream, algo, quant):
+        """all_reduce of any array kind, every argument checked."""
         what = "qcoll.Comm.all_reduce"
         ops = _Operands(what, stream, True, sendbuf=sendbuf, recvbuf=recvbuf)
         out = self._reduce_out(ops, what)
         self._run("qcoll_all_reduce", ops.ptr("sendbuf"), out.ptr, ops.count("sendbuf"),
                   int(ops.dtype), int(as_op(op)), ops.stream, algo=algo, quant=quant)
         return recvbuf if recvbuf is not None else sendbuf
+
+    def _lean_all_reduce(self, sendbuf, recvbuf, op, stream, algo, quant):
+        """The all-reduce of contiguous torch tensors or numpy arrays through
+        a prepared call (see _lean); False when the operands need the full
+        path (other kinds, mismatches: the full path names the error)."""
+        send = _lean.quick_operand(sendbuf)
+        if send is None:
+            return False
+        recv = send if recvbuf is None else _lean.quick_operand(recvbuf)
+        if recv is None or recv[1:] != send[1:]:
+            return False
+        try:
+            call = self._prepared[(int(send[2]), op, algo, quant)]
+        except (KeyError, TypeError):  # TypeError: an unhashable argument
+            call = self.prepare_all_reduce(send[2], op, algo, quant)
+        if stream is not None:
+            stream = stream_handle(stream)
+        elif send[3] is not None:
+            stream = _lean.current_stream(sys.modules["torch"], send[3])
+        call(send[0], recv[0], send[1], stream)
+        return True
+
+    def prepare_all_reduce(self, dtype: Any, op: OpLike = "sum", algo: AlgoLike = None,
+                           quant: QuantLike = None) -> Any:
+        """A function ``call(sendptr, recvptr, count, stream)`` running this
+        communicator's all-reduce of ``count`` elements of ``dtype`` with
+        ``op``, ``algo`` and ``quant`` fixed now: the call converts nothing
+        but its four integers (stream None: the legacy default stream, or
+        host memory).  For call sites that repeat one all-reduce on raw
+        pointers; raises as all_reduce does."""
+        dtype = as_dtype(dtype)
+        key = (int(dtype), op, algo, quant)  # an int hashes faster than the enum
+        try:
+            call = self._prepared.get(key)
+        except TypeError:
+            key, call = None, None
+        if call is not None:
+            return call
+        fixed = (int(dtype), int(as_op(op)))
+        if algo is None and quant is None:
+            call = _lean.prepare(self, "qcoll_all_reduce", fixed)
+        else:
+            opts = _lean.options(int(as_algo("auto" if algo is None else algo)),
+                                 int(as_quant(quant)))
+            call = _lean.prepare(self, "qcoll_all_reduce_ex", fixed, opts)
+        if key is not None:
+            self._prepared[key] = call
+        return call
 
     def all_reduce_ex(self, sendbuf: Buffer, recvbuf: Buffer = None, op: OpLike = "sum",
                       algo: AlgoLike = "auto", quant: QuantLike = None,

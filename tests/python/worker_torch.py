@@ -4,8 +4,9 @@ MASTER_PORT for torch.distributed's own rendezvous).
 
     qcoll-run -n 2 -x MASTER_PORT=P python3 worker_torch.py CASE DEVICE
 
-CASE: ops (every backend op against gloo), ddp, binding, quick, quick_graph,
-quick_quant.  DEVICE: cpu or cuda (rank r uses cuda:(local rank % device
+CASE: ops (every backend op against gloo), ddp, binding, mixed, quick,
+quick_graph, quick_quant, compile.  QCOLL_TEST_IMPL (compiled, python)
+names the implementation the groups must be served by.  DEVICE: cpu or cuda (rank r uses cuda:(local rank % device
 count), so two ranks may share one GPU).  Prints "rank R: CASE ok" per rank;
 exits 77 with "SKIP: reason" when the case cannot run here.
 """
@@ -46,6 +47,15 @@ def init(backend, device_id=None):
                             timeout=datetime.timedelta(seconds=120))
 
 
+def check_implementation(group, device):
+    """The group is served by the implementation the test asked for
+    (QCOLL_TEST_IMPL: compiled or python)."""
+    want = {"compiled": "QcollBackend", "python": "ProcessGroupQcoll"}[
+        os.environ.get("QCOLL_TEST_IMPL", "compiled")]
+    got = type(qtorch.backend_of(group, device)).__name__
+    assert got == want, f"rank {RANK}: the group is served by {got}, not {want}"
+
+
 def check_equal(label, got, want):
     got, want = got.cpu(), want.cpu()
     if got.dtype != want.dtype or got.shape != want.shape or not torch.equal(got, want):
@@ -70,7 +80,7 @@ def case_ops(device):
     init("qcoll")
     gloo = dist.new_group(backend="gloo")
     world = dist.group.WORLD
-    assert isinstance(world, qtorch.ProcessGroupQcoll), type(world)
+    check_implementation(world, device)
     assert dist.get_backend() == "qcoll"
     dtypes = [torch.float32, torch.float64, torch.int32, torch.int64, torch.float16,
               torch.bfloat16, torch.uint8, torch.int8]
@@ -223,8 +233,8 @@ def case_ops(device):
     # a non-contiguous tensor is refused with a clear error
     try:
         dist.all_reduce(torch.zeros((4, 4), device=device)[:, 0])
-    except qcoll.InvalidArgumentError as e:
-        assert "contiguous" in str(e)
+    except ValueError as e:  # qcoll.InvalidArgumentError from Python, ValueError from C++
+        assert "contiguous" in str(e), str(e)
         checks += 1
     else:
         raise AssertionError("non-contiguous all_reduce was not refused")
@@ -268,6 +278,7 @@ def case_ddp(device):
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     init("qcoll", device_id=device if device.type == "cuda" else None)
+    check_implementation(dist.group.WORLD, device)
     gloo = dist.new_group(backend="gloo")
     torch.manual_seed(1234 + RANK)  # different initial weights: DDP must broadcast rank 0's
     model = MLP().to(device)
@@ -314,38 +325,40 @@ def case_ddp(device):
 
 def case_binding(device):
     init("qcoll")  # no device_id
-    pg = dist.group.WORLD
-    assert pg.bound_device == torch.device("cpu"), pg.bound_device  # nothing seen yet
+    pg = qtorch.backend_of(dist.group.WORLD, device)
+    check_implementation(dist.group.WORLD, device)
+    assert pg.bound_device_name == "cpu", pg.bound_device_name  # nothing seen yet
     if device.type == "cpu":
         x = torch.ones(3)
         dist.all_reduce(x)
         dist.barrier()
-        assert pg.bound_device == torch.device("cpu") and set(pg._comms) == {None}, pg._comms
+        assert pg.bound_device_name == "cpu" and pg.comm_devices() == [-1], pg.comm_devices()
         dist.destroy_process_group()
         print(f"rank {RANK}: binding cpu ok", flush=True)
         return
     # Without device_id the group binds to the device of the first tensor it sees.
     y = torch.ones(3, device=device)
     dist.all_reduce(y)
-    assert pg.bound_device == device, pg.bound_device
+    assert pg.bound_device_name == str(device), pg.bound_device_name
     dist.barrier()  # on that device's communicator: no other one is created
-    assert set(pg._comms) == {device.index}, pg._comms
+    assert pg.comm_devices() == [device.index], pg.comm_devices()
     x = torch.ones(3)
     dist.all_reduce(x)  # CPU tensors get their own host communicator
-    assert set(pg._comms) == {device.index, None}, pg._comms
-    assert pg.bound_device == device
+    assert pg.comm_devices() == [device.index, -1], pg.comm_devices()
+    assert pg.bound_device_name == str(device)
     check_equal("cpu all_reduce", x, torch.full((3,), float(WORLD)))
     # With device_id the group is bound before any op.
-    sub = dist.new_group(backend="qcoll", device_id=device)
-    assert sub.bound_device == device, sub.bound_device
-    dist.barrier(group=sub)
-    assert set(sub._comms) == {device.index}, sub._comms
+    sub_group = dist.new_group(backend="qcoll", device_id=device)
+    sub = qtorch.backend_of(sub_group, device)
+    assert sub.bound_device_name == str(device), sub.bound_device_name
+    dist.barrier(group=sub_group)
+    assert sub.comm_devices() == [device.index], sub.comm_devices()
     # The op's stream belongs to the tensor's device and the caller's current
     # stream waits for it: run on a side stream and read the result there.
     s = torch.cuda.Stream(device=device)
     with torch.cuda.stream(s):
         z = torch.full((1024,), float(RANK + 1), device=device)
-        dist.all_reduce(z, group=sub)
+        dist.all_reduce(z, group=sub_group)
         total = z.sum().item()
     check_equal("all_reduce on a side stream", torch.tensor(total),
                 torch.tensor(1024.0 * WORLD * (WORLD + 1) / 2))
@@ -359,6 +372,7 @@ def case_mixed(device):
     if device.type != "cuda":
         skip("the mixed backend form names qcoll for CUDA tensors")
     init("cpu:gloo,cuda:qcoll", device_id=device)
+    check_implementation(dist.group.WORLD, device)
     name = str(dist.get_backend())
     assert "qcoll" in name, f"backend of the default group: {name}"
     total = WORLD * (WORLD + 1) / 2
@@ -478,6 +492,73 @@ def refuses_capture_on_another_device(qr, device):
     print(f"rank {RANK}: capture on cuda:{other} refused", flush=True)
 
 
+def case_compile(device):
+    """The qcoll ops inside torch.compile'd code (fullgraph: no graph break),
+    with fresh inputs on every call.  CPU: the ops on a host communicator,
+    traced with the aot_eager backend (fake tensors through the meta
+    kernel, functionalisation of the out= form).  CUDA: QuickAllReduce in
+    code compiled by inductor, and under mode="reduce-overhead", which
+    replays the compiled code as a CUDA graph."""
+    init("gloo")
+    quant = int(qcoll.Quant.NONE)
+    if device.type == "cpu":
+        obj = [qcoll.get_unique_id() if RANK == 0 else None]
+        dist.broadcast_object_list(obj, src=0)
+        comm = qcoll.Comm.init_rank(WORLD, obj[0], RANK, device="cpu")
+        qtorch._ops.eager_call(comm)  # the Python ops find the communicator by handle
+        handle = comm.handle
+
+        def reduce_twice_plus_one(x):
+            return torch.ops.qcoll.quick_all_reduce(x * 2, handle, quant) + 1
+
+        def reduce_into(x, out):
+            torch.ops.qcoll.quick_all_reduce_out(x, out, handle, quant)
+            return out * 3
+
+        compiled = [torch.compile(reduce_twice_plus_one, backend="aot_eager", fullgraph=True)]
+        compiled_out = torch.compile(reduce_into, backend="aot_eager", fullgraph=True)
+    else:
+        torch.cuda.set_device(device)
+        qr = qtorch.QuickAllReduce(dist.group.WORLD, device, quantization="NONE")
+        comm = qr.comm
+
+        def reduce_twice_plus_one(x):
+            return qr.quick_all_reduce(x * 2) + 1
+
+        def reduce_into(x, out):
+            qr.quick_all_reduce(x, out)
+            return out * 3
+
+        compiled = [torch.compile(reduce_twice_plus_one, fullgraph=True),
+                    torch.compile(reduce_twice_plus_one, fullgraph=True, mode="reduce-overhead")]
+        compiled_out = torch.compile(reduce_into, fullgraph=True)
+    calls = 0
+    for dtype in (torch.float32, torch.bfloat16):
+        for fn in compiled:
+            for i in range(5):
+                n = 4096
+                x = rank_values(n, dtype, device, 60 + i)
+                want = expected_sum(n, torch.float64, "cpu", 60 + i) * 2 + 1
+                check_equal(f"compiled {dtype} call {i}", fn(x), want.to(dtype).to(device))
+                calls += 1
+        x = rank_values(1000, dtype, device, 70)
+        out = torch.empty_like(x)
+        got = compiled_out(x, out)
+        want = expected_sum(1000, torch.float64, "cpu", 70)
+        check_equal(f"compiled out= {dtype}", out, want.to(dtype).to(device))
+        check_equal(f"compiled out= result {dtype}", got, (want * 3).to(dtype).to(device))
+        calls += 1
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        qr.close()
+    else:
+        comm.destroy()
+    dist.destroy_process_group()
+    impl = "compiled" if qtorch.extension_status().loaded else "python"
+    print(f"rank {RANK}: compile {device.type} ok ({calls} compiled calls, {impl} ops)",
+          flush=True)
+
+
 # Per quantised transfer: largest error as a fraction of the group's
 # largest magnitude (half a step of the signed range; e4m3 keeps 3 mantissa
 # bits).  The two-shot algorithm rounds each rank's input once and the
@@ -522,7 +603,7 @@ def case_quick_quant(device):
 
 CASES = {"ops": case_ops, "ddp": case_ddp, "binding": case_binding, "mixed": case_mixed,
          "quick": case_quick, "quick_graph": case_quick_graph,
-         "quick_quant": case_quick_quant}
+         "quick_quant": case_quick_quant, "compile": case_compile}
 
 if __name__ == "__main__":
     CASES[sys.argv[1]](pick_device(sys.argv[2] if len(sys.argv) > 2 else "cpu"))

@@ -1,4 +1,8 @@
-"""The torch.distributed backend "qcoll".
+"""The torch.distributed backend "qcoll": its creator, and the Python
+implementation that serves where the compiled one (csrc/, a c10d::Backend
+over the C library) is not available or QCOLL_TORCH_BACKEND=python asks
+for it.  Both implement the same ops with the same placement and stream
+rules.
 
 PyTorch lets a pure-Python backend take part in torch.distributed by
 subclassing ``ProcessGroup`` (its pybind trampoline forwards the C++ calls
@@ -26,6 +30,7 @@ their work objects are complete at once.
 """
 
 import datetime
+import os
 import sys
 import threading
 
@@ -34,6 +39,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import ProcessGroup as _ProcessGroup
 from torch._C._distributed_c10d import Work as _Work
 
+from .. import _torch_ext
 from .._errors import InvalidArgumentError, UnsupportedError
 from ..comm import Comm, get_unique_id
 
@@ -196,6 +202,18 @@ class ProcessGroupQcoll(_ProcessGroup):
         """The device barrier runs on when no device_ids are given: the
         bound device, else the first device the group saw, else the CPU."""
         return self._bound_device or self._first_device or _CPU
+
+    @property
+    def bound_device_name(self):
+        """bound_device as a string ("cpu", "cuda:N"), as the compiled backend
+        reports it."""
+        return str(self.bound_device)
+
+    def comm_devices(self):
+        """The devices holding a communicator, in creation order: -1 for the
+        host, n for cuda:n (as the compiled backend reports them)."""
+        with self._lock:
+            return [-1 if key is None else key for key in self._comm_order]
 
     def bind_device(self, device):
         """Bind the group to ``device`` (what init_process_group's device_id
@@ -586,8 +604,51 @@ class ProcessGroupQcoll(_ProcessGroup):
             comm.abort()
 
 
+BACKEND_ENV = "QCOLL_TORCH_BACKEND"
+_CHOICES = ("auto", "compiled", "python")
+
+
+def backend_choice():
+    """Which implementation a new "qcoll" group gets, from
+    QCOLL_TORCH_BACKEND (read when the group is created): auto (default:
+    the compiled backend when the extension loaded, else this module's),
+    compiled (an error when the extension did not load) or python."""
+    value = os.environ.get(BACKEND_ENV, "auto").strip().lower() or "auto"
+    if value not in _CHOICES:
+        raise InvalidArgumentError(f"{BACKEND_ENV}={value!r} is not one of {', '.join(_CHOICES)}")
+    return value
+
+
+def _timeout_seconds(timeout):
+    if isinstance(timeout, datetime.timedelta):
+        return timeout.total_seconds()
+    return float(timeout or 0)
+
+
 def _create(store, rank, size, timeout):
-    return ProcessGroupQcoll(store, rank, size, timeout, device_id=_caller_device_id())
+    """The creator torch.distributed calls for a "qcoll" group: the compiled
+    c10d backend (registered by torch for each device of the group) when it
+    is chosen and loaded, else a ProcessGroupQcoll (the whole group)."""
+    device_id = _caller_device_id()
+    choice = backend_choice()
+    if choice != "python":
+        status = _torch_ext.load()
+        if status.loaded:
+            index = device_id.index if device_id is not None and device_id.type == "cuda" else -1
+            return status.module.QcollBackend(store, rank, size, _timeout_seconds(timeout),
+                                              -1 if index is None else index)
+        if choice == "compiled":
+            raise UnsupportedError(f"{BACKEND_ENV}=compiled, but {status.reason}")
+    return ProcessGroupQcoll(store, rank, size, timeout, device_id=device_id)
+
+
+def backend_of(group=None, device=None):
+    """The object serving ``group`` (default: the world) on ``device``: the
+    compiled QcollBackend, or the ProcessGroupQcoll itself."""
+    group = group if group is not None else dist.group.WORLD
+    if isinstance(group, ProcessGroupQcoll):
+        return group
+    return group._get_backend(torch.device(device if device is not None else "cpu"))
 
 
 def register_backend():

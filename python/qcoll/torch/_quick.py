@@ -13,6 +13,13 @@ current stream of ``device``; it never synchronises, so it runs eagerly and
 inside CUDA graph capture (the library keeps its per-call state in device
 memory, so replays see fresh data).
 
+The call is the custom op ``torch.ops.qcoll.quick_all_reduce`` (and
+``quick_all_reduce_out`` for a given output), with a meta kernel, so it
+traces into ``torch.compile``d code.  Eagerly the same kernel is called
+without the dispatcher (a pybind function of the compiled extension).
+Where the extension is not available the ops are defined in Python over the
+binding's prepared all-reduce call (see _ops).
+
 Environment:
   QCOLL_QUICK_REDUCE_QUANTIZATION  NONE (default) or FP: unquantised;
                                    FP8, INT8, INT6, INT4, INT3: quantised
@@ -28,6 +35,7 @@ import torch.distributed as dist
 from .._errors import InvalidArgumentError
 from .._types import Quant
 from ..comm import Comm, get_unique_id
+from . import _ops
 
 QUANTIZATION_ENV = "QCOLL_QUICK_REDUCE_QUANTIZATION"
 MAX_SIZE_ENV = "QCOLL_QUICK_REDUCE_MAX_SIZE_BYTES_MB"
@@ -103,6 +111,9 @@ class QuickAllReduce:
         unique_id = self._share_unique_id()
         self.comm = Comm.init_rank(self.world_size, unique_id, self.rank,
                                    device=self.device.index)
+        self._handle = self.comm.handle
+        self._quant = int(self.quantization)
+        self._eager = _ops.eager_call(self.comm)
         self.disabled = False
 
     def _share_unique_id(self):
@@ -129,24 +140,12 @@ class QuickAllReduce:
         Quantised formats round the transferred values (at most twice)."""
         if self.disabled:
             raise RuntimeError("QuickAllReduce is closed")
-        self._check_capture_device()
-        if out is None:
-            out = torch.empty_like(inp)
-        stream = torch.cuda.current_stream(self.device)
-        self.comm.all_reduce_ex(inp, out, op="sum", quant=self.quantization, stream=stream)
-        return out
-
-    def _check_capture_device(self):
-        # torch.cuda.graph captures the current stream of the *current*
-        # device; work enqueued on this object's device would be left out of
-        # the graph (and run once, now), so refuse before enqueuing anything.
-        current = torch.cuda.current_device()
-        if current != self.device.index and torch.cuda.is_current_stream_capturing():
-            raise RuntimeError(
-                f"QuickAllReduce on {self.device}: a CUDA graph is being captured on "
-                f"cuda:{current}, the current device, but this object enqueues on the "
-                f"current stream of {self.device}; make {self.device} current "
-                f"(torch.cuda.set_device) before capturing")
+        if torch.compiler.is_compiling():  # traced: the op goes into the graph
+            if out is None:
+                return torch.ops.qcoll.quick_all_reduce(inp, self._handle, self._quant)
+            torch.ops.qcoll.quick_all_reduce_out(inp, out, self._handle, self._quant)
+            return out
+        return self._eager(inp, out, self._handle, self._quant)
 
     def close(self):
         """Destroy the communicator (collective: every rank closes)."""

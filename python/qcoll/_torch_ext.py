@@ -1,0 +1,210 @@
+"""Building and loading qcoll.torch's compiled extension.
+
+The extension (python/qcoll/torch/csrc/) is a c10d backend and a custom op
+over libqcoll; it must match the torch of the process exactly, so it is
+built on first import of ``qcoll.torch`` with torch's own C++ extension
+tools and cached: the build folder is named by a digest of the sources,
+include/qcoll.h, the torch version and the build flags, so a later import
+with the same torch loads it at once and a new torch or new sources build
+anew.  Several processes importing at once build it once (torch's builder
+locks the folder).
+
+Nothing here imports torch at module level: ``plan()`` and ``status()``
+work, and say why, where torch is absent.
+
+Environment:
+  QCOLL_TORCH_EXT      auto (default): build or load, and fall back to the
+                       Python backend with a warning when that fails;
+                       off: never build (the Python backend);
+                       require: a failed build is an error
+  QCOLL_TORCH_EXT_DIR  the cache folder (default ~/.cache/qcoll/torch_ext)
+  QCOLL_INCLUDE        the folder holding qcoll.h (default: the package's
+                       include/, else this source tree's include/)
+"""
+
+import hashlib
+import importlib.util
+import os
+import sys
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, List, Optional
+
+MODE_ENV = "QCOLL_TORCH_EXT"
+DIR_ENV = "QCOLL_TORCH_EXT_DIR"
+INCLUDE_ENV = "QCOLL_INCLUDE"
+MODES = ("auto", "off", "require")
+
+_PACKAGE = Path(__file__).resolve().parent
+CSRC = _PACKAGE / "torch" / "csrc"
+SOURCES = ("qcoll_torch.cpp",)
+
+
+class ExtensionBuildError(RuntimeError):
+    """The compiled extension could not be built or loaded (QCOLL_TORCH_EXT=require)."""
+
+
+@dataclass
+class Plan:
+    """What loading the extension would do here, and why."""
+    build: bool
+    reason: str
+    mode: str = "auto"
+    sources: List[Path] = field(default_factory=list)
+    include_dir: Optional[Path] = None
+    with_cuda: bool = False
+    name: str = ""
+    build_dir: Optional[Path] = None
+
+
+@dataclass
+class Status:
+    """The outcome of load(): the module, or None with the reason."""
+    module: Any
+    reason: str
+    plan: Optional[Plan] = None
+
+    @property
+    def loaded(self):
+        return self.module is not None
+
+
+def mode():
+    value = os.environ.get(MODE_ENV, "auto").strip().lower() or "auto"
+    if value not in MODES:
+        raise ValueError(f"{MODE_ENV}={value!r} is not one of {', '.join(MODES)}")
+    return value
+
+
+def include_dir():
+    """The folder holding qcoll.h: $QCOLL_INCLUDE, the package's include/
+    (a wheel ships the header there), else the source tree's include/."""
+    env = os.environ.get(INCLUDE_ENV)
+    if env:
+        return Path(env)
+    for candidate in (_PACKAGE / "include", _PACKAGE.parent.parent / "include"):
+        if (candidate / "qcoll.h").is_file():
+            return candidate
+    return None
+
+
+def cache_root():
+    env = os.environ.get(DIR_ENV)
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "qcoll" / "torch_ext"
+
+
+def _cuda_toolkit(torch_cuda_version):
+    """True when torch was built with CUDA and the CUDA headers it needs to
+    compile against are present (torch's own CUDA_HOME lookup)."""
+    if not torch_cuda_version:
+        return False
+    from torch.utils.cpp_extension import CUDA_HOME  # torch is present here
+
+    return bool(CUDA_HOME) and (Path(CUDA_HOME) / "include" / "cuda_runtime_api.h").is_file()
+
+
+def build_key(texts, torch_version, with_cuda):
+    """The digest naming one build: sources and header, torch, flags, Python."""
+    h = hashlib.sha256()
+    for text in texts:
+        h.update(text)
+        h.update(b"\0")
+    h.update(f"{torch_version}|cuda={with_cuda}|{sys.version_info[:2]}".encode())
+    return h.hexdigest()[:16]
+
+
+def plan():
+    """Whether the extension can be built here, with the reason (no torch,
+    QCOLL_TORCH_EXT=off, no qcoll.h...) and where it would go."""
+    m = mode()
+    if m == "off":
+        return Plan(False, f"{MODE_ENV}=off: the compiled extension is not built", m)
+    if importlib.util.find_spec("torch") is None:
+        return Plan(False, "torch is not installed: the compiled extension is skipped", m)
+    sources = [CSRC / s for s in SOURCES]
+    missing = [str(s) for s in sources if not s.is_file()]
+    if missing:
+        return Plan(False, f"the extension's sources are missing ({', '.join(missing)})", m)
+    inc = include_dir()
+    if inc is None or not (inc / "qcoll.h").is_file():
+        return Plan(False, f"qcoll.h not found (looked at {INCLUDE_ENV}, {_PACKAGE / 'include'}, "
+                           f"{_PACKAGE.parent.parent / 'include'})", m)
+    import torch
+
+    with_cuda = _cuda_toolkit(torch.version.cuda)
+    texts = [s.read_bytes() for s in sources] + [(inc / "qcoll.h").read_bytes()]
+    key = build_key(texts, torch.__version__, with_cuda)
+    name = f"qcoll_torch_ext_{key}"
+    return Plan(True, "", m, sources, inc, with_cuda, name, cache_root() / name)
+
+
+_status = None
+
+
+def _compile(p):
+    import torch.distributed  # noqa: F401  (registers c10d's types the module derives from)
+    from torch.utils import cpp_extension
+
+    p.build_dir.mkdir(parents=True, exist_ok=True)
+    flags = ["-O2", "-std=c++17"] + (["-DQCOLL_TORCH_CUDA"] if p.with_cuda else [])
+    # No CUDA source is compiled (the extension calls the CUDA runtime from
+    # C++), so no GPU architecture is needed; naming one stops torch from
+    # probing for a GPU the build machine may not have.
+    cuda_flags = ["-arch=sm_90"] if p.with_cuda else None
+    return cpp_extension.load(name=p.name, sources=[str(s) for s in p.sources],
+                              extra_include_paths=[str(p.include_dir)], extra_cflags=flags,
+                              extra_cuda_cflags=cuda_flags,
+                              build_directory=str(p.build_dir), with_cuda=p.with_cuda,
+                              verbose=os.environ.get("QCOLL_TORCH_EXT_VERBOSE") == "1")
+
+
+def _shorten(text, errors=10, tail=10):
+    """A compiler's log cut to what says why: its first lines naming an
+    error, then its last lines."""
+    lines = str(text).strip().splitlines()
+    if len(lines) <= errors + tail:
+        return "\n".join(lines)
+    named = [i for i, line in enumerate(lines[:-tail]) if "error" in line.lower()][:errors]
+    kept = [lines[i] for i in named] + ["..."] + lines[-tail:]
+    return "\n".join(kept)
+
+
+def load():
+    """The compiled extension bound to the loaded libqcoll (built on first
+    use), as a Status.  In mode auto a failure is a warning and the Status
+    carries the reason; in mode require it raises ExtensionBuildError."""
+    global _status
+    if _status is not None:
+        return _status
+    p = plan()
+    if not p.build:
+        _status = Status(None, p.reason, p)
+        return _status
+    try:
+        module = _compile(p)
+        from ._lib import lib_path
+
+        module.bind_library(lib_path())
+        _status = Status(module, "", p)
+    except Exception as e:  # a compiler's or loader's failure, reported as it is
+        reason = (f"the compiled extension could not be built in {p.build_dir}: "
+                  f"{type(e).__name__}: {_shorten(e)}")
+        if p.mode == "require":
+            raise ExtensionBuildError(reason) from e
+        warnings.warn(f"qcoll.torch: {reason}\nqcoll.torch falls back to its Python backend "
+                      f"and ctypes QuickAllReduce (set {MODE_ENV}=off to skip the build)",
+                      RuntimeWarning, stacklevel=2)
+        _status = Status(None, reason, p)
+    return _status
+
+
+def status():
+    """The outcome of load() if it ran, else what it would do (without building)."""
+    if _status is not None:
+        return _status
+    p = plan()
+    return Status(None, p.reason or "not loaded yet (import qcoll.torch builds it)", p)

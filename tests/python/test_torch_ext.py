@@ -1,0 +1,167 @@
+"""The build-or-skip logic of qcoll.torch's compiled extension
+(qcoll._torch_ext), which runs without torch: where the extension would be
+built and why not, the cache key, and the fallback when a build fails (the
+compiler replaced by a stand-in that fails or succeeds).  Also the lean
+all-reduce path of the binding, which the Python backend and the Python
+QuickAllReduce op use."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import qcoll
+from qcoll import _lean, _torch_ext
+
+
+@pytest.fixture(autouse=True)
+def fresh_status(monkeypatch):
+    """Each test sees load() as not yet run, and leaves it so."""
+    monkeypatch.setattr(_torch_ext, "_status", None)
+    for name in (_torch_ext.MODE_ENV, _torch_ext.INCLUDE_ENV, _torch_ext.DIR_ENV):
+        monkeypatch.delenv(name, raising=False)
+    yield
+    _torch_ext._status = None
+
+
+def no_torch(monkeypatch):
+    real = _torch_ext.importlib.util.find_spec
+    monkeypatch.setattr(_torch_ext.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "torch" else real(name, *a))
+
+
+def test_without_torch_the_extension_is_skipped_with_the_reason(monkeypatch):
+    no_torch(monkeypatch)
+    p = _torch_ext.plan()
+    assert not p.build and p.reason == "torch is not installed: the compiled extension is skipped"
+    s = _torch_ext.load()
+    assert not s.loaded and s.module is None and s.reason == p.reason
+
+
+def test_off_skips_the_build(monkeypatch):
+    monkeypatch.setenv(_torch_ext.MODE_ENV, "off")
+    monkeypatch.setattr(_torch_ext, "_compile", lambda p: pytest.fail("compiled with off"))
+    s = _torch_ext.load()
+    assert not s.loaded and "QCOLL_TORCH_EXT=off" in s.reason
+
+
+def test_an_unknown_mode_is_refused(monkeypatch):
+    monkeypatch.setenv(_torch_ext.MODE_ENV, "sometimes")
+    with pytest.raises(ValueError, match="QCOLL_TORCH_EXT='sometimes' is not one of auto, off"):
+        _torch_ext.plan()
+
+
+def test_header_lookup(monkeypatch, tmp_path):
+    # The source tree's include/ by default, QCOLL_INCLUDE when set.
+    assert (_torch_ext.include_dir() / "qcoll.h").is_file()
+    monkeypatch.setenv(_torch_ext.INCLUDE_ENV, str(tmp_path))
+    assert _torch_ext.include_dir() == tmp_path
+
+
+def test_missing_header_is_a_reason_not_a_build(monkeypatch, tmp_path):
+    monkeypatch.setattr(_torch_ext, "include_dir", lambda: tmp_path)
+    monkeypatch.setattr(_torch_ext.importlib.util, "find_spec", lambda name, *a: object())
+    p = _torch_ext.plan()
+    assert not p.build and p.reason.startswith("qcoll.h not found"), p.reason
+
+
+def test_build_key_names_sources_torch_and_flags():
+    base = _torch_ext.build_key([b"source", b"header"], "2.11.0", True)
+    assert base == _torch_ext.build_key([b"source", b"header"], "2.11.0", True)
+    others = {_torch_ext.build_key([b"source2", b"header"], "2.11.0", True),
+              _torch_ext.build_key([b"source", b"header2"], "2.11.0", True),
+              _torch_ext.build_key([b"source", b"header"], "2.12.0", True),
+              _torch_ext.build_key([b"source", b"header"], "2.11.0", False)}
+    assert base not in others and len(others) == 4
+
+
+def test_cache_folder(monkeypatch, tmp_path):
+    monkeypatch.setenv(_torch_ext.DIR_ENV, str(tmp_path))
+    assert _torch_ext.cache_root() == tmp_path
+    monkeypatch.delenv(_torch_ext.DIR_ENV)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert _torch_ext.cache_root() == tmp_path / "xdg" / "qcoll" / "torch_ext"
+
+
+def buildable_plan(tmp_path, mode="auto"):
+    return _torch_ext.Plan(True, "", mode, [tmp_path / "x.cpp"], tmp_path, False, "qcoll_x",
+                           tmp_path / "qcoll_x")
+
+
+def test_failed_build_warns_and_falls_back(monkeypatch, tmp_path):
+    monkeypatch.setattr(_torch_ext, "plan", lambda: buildable_plan(tmp_path))
+
+    def failing(p):
+        raise RuntimeError("Error building extension 'qcoll_x':\n" +
+                           "\n".join(f"line {i}" for i in range(40)) + "\nx.cpp:1: error: boom")
+    monkeypatch.setattr(_torch_ext, "_compile", failing)
+    with pytest.warns(RuntimeWarning, match="falls back to its Python backend") as caught:
+        s = _torch_ext.load()
+    assert not s.loaded
+    text = str(caught[0].message)
+    assert "could not be built in" in text and "error: boom" in text
+    # Shortened to the lines naming an error and the end of the log.
+    assert "Error building extension 'qcoll_x'" in text and "line 39" in text
+    assert "line 5\n" not in text
+    # Once decided, later calls neither build again nor warn again.
+    monkeypatch.setattr(_torch_ext, "_compile", lambda p: pytest.fail("built twice"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _torch_ext.load() is s
+
+
+def test_failed_build_is_an_error_when_required(monkeypatch, tmp_path):
+    monkeypatch.setattr(_torch_ext, "plan", lambda: buildable_plan(tmp_path, "require"))
+    monkeypatch.setattr(_torch_ext, "_compile",
+                        lambda p: (_ for _ in ()).throw(OSError("no compiler")))
+    with pytest.raises(_torch_ext.ExtensionBuildError, match="OSError: no compiler"):
+        _torch_ext.load()
+
+
+def test_a_built_module_is_bound_to_the_loaded_library(monkeypatch, tmp_path):
+    bound = []
+
+    class Module:
+        def bind_library(self, path):
+            bound.append(path)
+
+    monkeypatch.setattr(_torch_ext, "plan", lambda: buildable_plan(tmp_path))
+    monkeypatch.setattr(_torch_ext, "_compile", lambda p: Module())
+    s = _torch_ext.load()
+    assert s.loaded and bound == [qcoll.lib_path()]
+
+
+# ---- the lean path ------------------------------------------------------------------
+
+def test_quick_operand_reads_plain_arrays_and_passes_on_the_rest():
+    x = np.arange(6, dtype=np.float32)
+    ptr, count, dtype, device = _lean.quick_operand(x)
+    assert (ptr, count, dtype, device) == (x.__array_interface__["data"][0], 6,
+                                           qcoll.Dtype.FLOAT32, None)
+    assert _lean.quick_operand(x.reshape(2, 3)[:, 0]) is None  # strided
+    ro = x.copy()
+    ro.flags.writeable = False
+    assert _lean.quick_operand(ro) is None
+    assert _lean.quick_operand(x.astype(">f4")) is None  # foreign byte order
+    assert _lean.quick_operand(x.astype(np.complex64)) is None
+    assert _lean.quick_operand(np.zeros(0, np.float32)) is None
+    assert _lean.quick_operand(bytearray(8)) is None
+
+
+def test_prepared_all_reduce_and_lean_path_on_one_rank():
+    with qcoll.Comm.init_rank(1, qcoll.get_unique_id(), 0, device="cpu") as comm:
+        x = np.arange(8, dtype=np.int32)
+        out = np.zeros(8, dtype=np.int32)
+        call = comm.prepare_all_reduce("int32", op="max")
+        assert comm.prepare_all_reduce("int32", op="max") is call  # bound once
+        call(x.ctypes.data, out.ctypes.data, 8, None)
+        assert out.tolist() == list(range(8))
+        y = np.full(5, 3.0, dtype=np.float64)
+        assert comm.all_reduce(y, op="sum") is y and y.tolist() == [3.0] * 5
+        # Mismatched operands go through the full path, which names them.
+        with pytest.raises(qcoll.InvalidArgumentError, match="recvbuf"):
+            comm.all_reduce(np.zeros(4, np.float32), np.zeros(3, np.float32))
+        with pytest.raises(qcoll.InvalidArgumentError, match="op 'median'"):
+            comm.all_reduce(np.zeros(4, np.float32), op="median")
+    with pytest.raises(qcoll.InvalidUsageError, match="destroyed"):
+        call(x.ctypes.data, out.ctypes.data, 8, None)
