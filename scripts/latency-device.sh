@@ -60,20 +60,20 @@ perf() { # perf NAME RANKS ENV... -- ARGS...
     log "$name: exit $?"
   grep -cE "^ +[0-9]+ " "$out/$name.log" | sed "s/^/$name rows: /" >>"$out/summary.log"
 }
-S=(-m gpu -b 8 -e 4M -f 2 -n 30 -w 5 -c 1 -d bf16)
-perf push-n2-G 2 X=1 -- "${S[@]}" -a oneshot -G 1 all_reduce
-perf push-n2 2 X=1 -- "${S[@]}" -a oneshot all_reduce
-perf push-n8-G 8 X=1 -- "${S[@]}" -a oneshot -G 1 all_reduce
-perf push-n8 8 X=1 -- "${S[@]}" -a oneshot all_reduce
-perf barrier1shot-n2-G 2 QCOLL_IPC_PUSH_BYTES=0 -- "${S[@]}" -a oneshot -G 1 all_reduce
-perf nopdl-n2-G 2 QCOLL_PDL=0 -- "${S[@]}" -a oneshot -G 1 all_reduce
-perf twoshot-n2-G 2 X=1 -- "${S[@]}" -a twoshot -G 1 all_reduce
-perf barrier1shot-n8-G 8 QCOLL_IPC_PUSH_BYTES=0 -- "${S[@]}" -a oneshot -G 1 all_reduce
-perf twoshot-n8-G 8 X=1 -- "${S[@]}" -a twoshot -G 1 all_reduce
+S=(--mem gpu -b 8 -e 4M -f 2 -n 30 -w 5 -c 1 -d bf16)
+perf push-n2-G 2 X=1 -- "${S[@]}" --algo oneshot -G 1 all_reduce
+perf push-n2 2 X=1 -- "${S[@]}" --algo oneshot all_reduce
+perf push-n8-G 8 X=1 -- "${S[@]}" --algo oneshot -G 1 all_reduce
+perf push-n8 8 X=1 -- "${S[@]}" --algo oneshot all_reduce
+perf barrier1shot-n2-G 2 QCOLL_IPC_PUSH_BYTES=0 -- "${S[@]}" --algo oneshot -G 1 all_reduce
+perf nopdl-n2-G 2 QCOLL_PDL=0 -- "${S[@]}" --algo oneshot -G 1 all_reduce
+perf twoshot-n2-G 2 X=1 -- "${S[@]}" --algo twoshot -G 1 all_reduce
+perf barrier1shot-n8-G 8 QCOLL_IPC_PUSH_BYTES=0 -- "${S[@]}" --algo oneshot -G 1 all_reduce
+perf twoshot-n8-G 8 X=1 -- "${S[@]}" --algo twoshot -G 1 all_reduce
 if [ -f "$deps/nccl/libnccl.so.2.xz" ] && [ "$(left)" -gt 150 ]; then
   mkdir -p /tmp/nccl232 && xz -dc "$deps/nccl/libnccl.so.2.xz" >/tmp/nccl232/libnccl.so.2
   perf vsnccl-n2-G 2 NCCL_MULTI_RANK_GPU_ENABLE=1 QCOLL_NCCL_LIB=/tmp/nccl232/libnccl.so.2 -- \
-    "${S[@]}" -a oneshot -G 1 --vs-nccl all_reduce
+    "${S[@]}" --algo oneshot -G 1 --vs-nccl all_reduce
 fi
 
 if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 110 ]; then
@@ -82,7 +82,7 @@ if command -v compute-sanitizer >/dev/null && [ "$(left)" -gt 110 ]; then
     log "sanitize-$tool"
     echo "# qcoll-run -n 2 compute-sanitizer --tool $tool qcoll-perf -a oneshot" >"$out/sanitize-$tool.log"
     CUDA_VISIBLE_DEVICES=0 timeout 50 "$RUN" -n 2 compute-sanitizer --tool "$tool" --error-exitcode 9 \
-      "$PERF" -m gpu -b 8 -e 64K -f 64 -n 2 -w 1 -c 1 -d bf16 -a oneshot all_reduce \
+      "$PERF" --mem gpu -b 8 -e 64K -f 64 -n 2 -w 1 -c 1 -d bf16 --algo oneshot all_reduce \
       >>"$out/sanitize-$tool.log" 2>&1 || log "sanitize-$tool: exit $?"
     grep -E "ERROR SUMMARY" "$out/sanitize-$tool.log" | tee -a "$out/summary.log"
   done

@@ -50,8 +50,8 @@ RUN=$build/tools/qcoll-run/qcoll-run
 PERF=$build/tools/qcoll-perf/qcoll-perf
 sweep() { # ranks max_bytes quant
   step "perf n=$1 -q $3"
-  timeout 25 "$RUN" -n "$1" "$PERF" -m gpu -b 4M -e "$2" -f 4 -n 20 -w 5 -c 1 \
-    -G 1 -d bf16 -a twoshot -q "$3" all_reduce >> "$out/perf-n$1.log" 2>&1
+  timeout 25 "$RUN" -n "$1" "$PERF" --mem gpu -b 4M -e "$2" -f 4 -n 20 -w 5 -c 1 \
+    -G 1 -d bf16 --algo twoshot -q "$3" all_reduce >> "$out/perf-n$1.log" 2>&1
   echo "# rc=$?" >> "$out/perf-n$1.log"
 }
 for q in none int4 int8 fp8 int6 int3; do sweep 2 256M $q; done
@@ -66,8 +66,8 @@ metrics=smsp__inst_executed.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed
 for q in int4 none; do
   step "ncu 1 rank 64M -q $q"
   timeout 30 "$NCU" --metrics "$metrics" --kernel-name regex:twoshot \
-    --launch-skip 2 --launch-count 1 "$PERF" -m gpu -b 64M -e 64M -n 3 -w 1 \
-    -c 0 -d bf16 -a twoshot -q $q all_reduce > "$out/ncu-$q.log" 2>&1
+    --launch-skip 2 --launch-count 1 "$PERF" --mem gpu -b 64M -e 64M -n 3 -w 1 \
+    -c 0 -d bf16 --algo twoshot -q $q all_reduce > "$out/ncu-$q.log" 2>&1
   echo "rc=$?" >> "$out/ncu-$q.log"
 done
 step done

@@ -36,7 +36,7 @@ nvidia-cuda-mps-control -d 2>/dev/null && started_mps=1 || started_mps=0
 t0=$SECONDS
 timeout 120 env QCOLL_TIMEOUT=10 QCOLL_ALGO=nccl NCCL_MULTI_RANK_GPU_ENABLE=1 \
   "$BUILD_DIR/tools/qcoll-run/qcoll-run" -n 3 \
-  "$BUILD_DIR/tools/qcoll-perf/qcoll-perf" -m gpu -b 2M -e 2M -n 20 -w 2 \
+  "$BUILD_DIR/tools/qcoll-perf/qcoll-perf" --mem gpu -b 2M -e 2M -n 20 -w 2 \
   -c 1 reduce >"$out/forced-nccl.log" 2>&1
 rc=$?
 [ "$started_mps" = 1 ] && echo quit | nvidia-cuda-mps-control
