@@ -17,7 +17,6 @@
 /* The collectives, as the selection table names them. */
 typedef qcoll__coll_t coll_kind_t;
 
-
 typedef struct call {
   coll_kind_t kind;
   const void *sendbuf;
@@ -56,7 +55,8 @@ static qcoll_status_t compute_sizes(qcoll_comm_t comm, call_t *c) {
     return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: count %zu of %s overflows the byte size with %d "
                         "ranks",
-                        fn, c->count, qcoll_dtype_name(c->dtype), comm->ctx.nranks);
+                        fn, c->count, qcoll_dtype_name(c->dtype),
+                        comm->ctx.nranks);
   bool root = c->root == comm->ctx.rank;
   switch (c->kind) {
     case QCOLL__COLL_ALL_GATHER:
@@ -106,9 +106,10 @@ static qcoll_status_t check_enums(qcoll_comm_t comm, const call_t *c) {
                         QCOLL_OP_COUNT - 1);
   if ((has_root(c->kind) || is_p2p(c->kind)) &&
       (c->root < 0 || c->root >= comm->ctx.nranks))
-    return qcoll__error(
-        &comm->ctx, QCOLL_ERR_INVALID_ARGUMENT, "%s: %s %d is out of range [0, %d)",
-        fn, is_p2p(c->kind) ? "peer" : "root", c->root, comm->ctx.nranks);
+    return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
+                        "%s: %s %d is out of range [0, %d)", fn,
+                        is_p2p(c->kind) ? "peer" : "root", c->root,
+                        comm->ctx.nranks);
   if (is_p2p(c->kind) && c->root == comm->ctx.rank)
     return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: peer %d is this rank itself", fn, c->root);
@@ -273,11 +274,13 @@ static qcoll_status_t check_signature(qcoll_comm_t comm, const call_t *c) {
         "QCOLL_CHECK: rank %d called %s(count=%llu, dtype=%s, op=%s, root=%d, "
         "algo=%s) but rank %zu called %s(count=%llu, dtype=%s, op=%s, "
         "root=%d, algo=%s)",
-        comm->ctx.rank, qcoll__coll_fn(mine.kind), (unsigned long long)mine.count,
+        comm->ctx.rank, qcoll__coll_fn(mine.kind),
+        (unsigned long long)mine.count,
         qcoll_dtype_name((qcoll_dtype_t)mine.dtype),
         mine.op < 0 ? "-" : qcoll_op_name((qcoll_op_t)mine.op), mine.root,
         signature_algo(&mine), r,
-        (unsigned)s->kind <= QCOLL__COLL_BARRIER ? qcoll__coll_fn(s->kind) : "?",
+        (unsigned)s->kind <= QCOLL__COLL_BARRIER ? qcoll__coll_fn(s->kind)
+                                                 : "?",
         (unsigned long long)s->count, qcoll_dtype_name((qcoll_dtype_t)s->dtype),
         s->op < 0 ? "-" : qcoll_op_name((qcoll_op_t)s->op), s->root,
         signature_algo(s));
@@ -346,9 +349,9 @@ static qcoll__path_t choose_path(qcoll_comm_t comm, const call_t *c,
   qcoll__select_in_t in = selection_input(comm, c, nccl_ok);
   int row = 0;
   qcoll__path_t path = qcoll__select(&in, &row);
-  QLOG_TRACE(&comm->ctx, COLL, "%s %zu bytes %s/%s: row %d -> %s", qcoll__coll_fn(c->kind),
-             in.bytes, qcoll_dtype_name(c->dtype), qcoll_op_name(c->op), row,
-             qcoll__path_name(path));
+  QLOG_TRACE(&comm->ctx, COLL, "%s %zu bytes %s/%s: row %d -> %s",
+             qcoll__coll_fn(c->kind), in.bytes, qcoll_dtype_name(c->dtype),
+             qcoll_op_name(c->op), row, qcoll__path_name(path));
   return path;
 }
 

@@ -26,9 +26,8 @@ qcoll_status_t qcoll_get_unique_id(qcoll_unique_id_t *id) {
   qcoll__config_t env;
   qcoll__config_read(&env);
   const char *addr = qcoll__env_str("QCOLL_ROOT_ADDR");
-  return qcoll__bootstrap_root_start(addr && *addr ? addr : NULL,
-                                     (int)env.root_port, NULL, env.timeout_s,
-                                     id);
+  return qcoll__bootstrap_root_start(
+      addr && *addr ? addr : NULL, (int)env.root_port, NULL, env.timeout_s, id);
 }
 
 qcoll_status_t qcoll_unique_id_to_hex(const qcoll_unique_id_t *id, char *out) {
@@ -199,7 +198,8 @@ static qcoll_status_t exchange_host_ids(qcoll_comm_t comm) {
   }
   memcpy(ids + (size_t)comm->ctx.rank * QCOLL_HOST_ID_MAX, comm->ctx.host_id,
          QCOLL_HOST_ID_MAX);
-  QCHECK(qcoll__bootstrap_allgather(comm->ctx.bootstrap, ids, QCOLL_HOST_ID_MAX));
+  QCHECK(
+      qcoll__bootstrap_allgather(comm->ctx.bootstrap, ids, QCOLL_HOST_ID_MAX));
   comm->ctx.nhosts = 0;
   for (size_t r = 0; r < n; r++) {
     ids[r * QCOLL_HOST_ID_MAX + QCOLL_HOST_ID_MAX - 1] = '\0';
@@ -310,8 +310,8 @@ qcoll_status_t qcoll_comm_init_rank(qcoll_comm_t *out, int nranks,
   comm->ctx.rank = rank;
   comm->ctx.nranks = nranks;
   qcoll__config_read(&comm->ctx.config);
-  comm->ctx.timeout_s = config.timeout_s > 0 ? config.timeout_s
-                                             : comm->ctx.config.timeout_s;
+  comm->ctx.timeout_s =
+      config.timeout_s > 0 ? config.timeout_s : comm->ctx.config.timeout_s;
   comm->check_calls = comm->ctx.config.check;
   comm->env_algo =
       (qcoll_algo_t)env_choice("QCOLL_ALGO", QCOLL_ALGO_AUTO, QCOLL_ALGO_COUNT,
@@ -330,8 +330,8 @@ qcoll_status_t qcoll_comm_init_rank(qcoll_comm_t *out, int nranks,
   QLOG_INFO(&comm->ctx, INIT,
             "communicator ready: rank %d of %d, %d rank(s) on host '%s' (%d "
             "host(s)), device %d, timeout %.1f s",
-            rank, nranks, comm->ctx.local_size, comm->ctx.host_id, comm->ctx.nhosts,
-            comm->ctx.device, comm->ctx.timeout_s);
+            rank, nranks, comm->ctx.local_size, comm->ctx.host_id,
+            comm->ctx.nhosts, comm->ctx.device, comm->ctx.timeout_s);
   *out = comm;
   return QCOLL_OK;
 out:
@@ -507,8 +507,8 @@ qcoll_status_t qcoll_comm_init_env(qcoll_comm_t *comm,
   st = job_root(&e, &env, &addr, &port);
   if (st != QCOLL_OK) return st;
   job_secret(&e, secret);
-  double timeout = config && config->timeout_s > 0 ? config->timeout_s
-                                                   : env.timeout_s;
+  double timeout =
+      config && config->timeout_s > 0 ? config->timeout_s : env.timeout_s;
   if (e.rank == 0)
     st = qcoll__bootstrap_root_start(addr, port, secret, timeout, &id);
   else
@@ -548,16 +548,16 @@ qcoll_status_t qcoll_comm_abort(qcoll_comm_t comm) {
   return QCOLL_OK;
 }
 
-#define ACCESSOR(fn, type, arg, expr)                        \
-  qcoll_status_t fn(qcoll_comm_t comm, type *arg) {          \
-    if (!comm || comm->magic != QCOLL_COMM_MAGIC)            \
-      return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,  \
-                          #fn ": comm is NULL or not live"); \
-    if (!arg)                                                \
-      return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,  \
-                          #fn ": " #arg " is NULL");         \
-    *arg = (expr);                                           \
-    return QCOLL_OK;                                         \
+#define ACCESSOR(fn, type, arg, expr)                             \
+  qcoll_status_t fn(qcoll_comm_t comm, type *arg) {               \
+    if (!comm || comm->magic != QCOLL_COMM_MAGIC)                 \
+      return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,       \
+                          #fn ": comm is NULL or not live");      \
+    if (!arg)                                                     \
+      return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT, \
+                          #fn ": " #arg " is NULL");              \
+    *arg = (expr);                                                \
+    return QCOLL_OK;                                              \
   }
 
 ACCESSOR(qcoll_comm_rank, int, rank, comm->ctx.rank)

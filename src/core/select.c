@@ -35,12 +35,10 @@ static bool quantised_all_reduce(const qcoll__select_in_t *in) {
   return is_all_reduce_on_ipc(in) && quantised(in);
 }
 static bool small_all_reduce(const qcoll__select_in_t *in) {
-  return is_all_reduce_on_ipc(in) &&
-         in->bytes <= in->config->oneshot_max_bytes;
+  return is_all_reduce_on_ipc(in) && in->bytes <= in->config->oneshot_max_bytes;
 }
 static bool medium_all_reduce(const qcoll__select_in_t *in) {
-  return is_all_reduce_on_ipc(in) &&
-         in->bytes <= in->config->twoshot_max_bytes;
+  return is_all_reduce_on_ipc(in) && in->bytes <= in->config->twoshot_max_bytes;
 }
 /* Ranks sharing a GPU: NCCL (where it accepts them at all) was slower
  * than the IPC kernels up to 2 MiB for reduce, broadcast, all-gather,
@@ -151,8 +149,7 @@ qcoll_status_t qcoll_selection_table_format(char *buf, size_t len,
          "forced by QCOLL_ALGO=%s or per call\n",
          config.oneshot_max_bytes, config.twoshot_max_bytes,
          config.quant_min_bytes, config.shared_gpu_ipc_max_bytes,
-         config.shared_gpu_nccl_max_ranks,
-         qcoll__env_str("QCOLL_ALGO"));
+         config.shared_gpu_nccl_max_ranks, qcoll__env_str("QCOLL_ALGO"));
   if (needed) *needed = used + 1;
   if (!buf || used >= len)
     return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
