@@ -37,23 +37,26 @@ static int compare(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-#define OK(call)                                                          \
-  do {                                                                    \
-    qcoll_status_t st_ = (call);                                          \
-    if (st_ != QCOLL_OK) {                                                \
-      fprintf(stderr, "eager-call: %s: %s (%s)\n", #call,                 \
-              qcoll_status_string(st_), qcoll_last_error());              \
-      return 1;                                                           \
-    }                                                                     \
+#define OK(call)                                             \
+  do {                                                       \
+    qcoll_status_t st_ = (call);                             \
+    if (st_ != QCOLL_OK) {                                   \
+      fprintf(stderr, "eager-call: %s: %s (%s)\n", #call,    \
+              qcoll_status_string(st_), qcoll_last_error()); \
+      return 1;                                              \
+    }                                                        \
   } while (0)
 
 int main(int argc, char **argv) {
   int calls = 2000, batch = 100;
   size_t count = 2;
   for (int opt; (opt = getopt(argc, argv, "n:b:c:")) != -1;) {
-    if (opt == 'n') calls = atoi(optarg);
-    else if (opt == 'b') batch = atoi(optarg);
-    else if (opt == 'c') count = (size_t)atoll(optarg);
+    if (opt == 'n')
+      calls = atoi(optarg);
+    else if (opt == 'b')
+      batch = atoi(optarg);
+    else if (opt == 'c')
+      count = (size_t)atoll(optarg);
     else {
       fprintf(stderr, "usage: eager-call [-n CALLS] [-b BATCH] [-c COUNT]\n");
       return 2;
@@ -91,8 +94,7 @@ int main(int argc, char **argv) {
   for (int b = 0; b < batches; b++) {
     double t0 = now_us();
     for (int i = 0; i < batch; i++)
-      OK(qcoll_all_reduce(buf, buf, count, QCOLL_F32, QCOLL_SUM, comm,
-                          stream));
+      OK(qcoll_all_reduce(buf, buf, count, QCOLL_F32, QCOLL_SUM, comm, stream));
     per_call[b] = (now_us() - t0) / batch;
     if (cudaStreamSynchronize(stream) != cudaSuccess) {
       fprintf(stderr, "eager-call: the stream failed\n");
@@ -102,10 +104,11 @@ int main(int argc, char **argv) {
   qcoll_status_t async = QCOLL_OK;
   OK(qcoll_comm_get_async_error(comm, &async));
   qsort(per_call, (size_t)batches, sizeof *per_call, compare);
-  printf("eager all_reduce %zu x f32, 1 rank, %d calls in batches of %d: "
-         "host time per call median %.2f us, best batch %.2f us%s\n",
-         count, batches * batch, batch, per_call[batches / 2], per_call[0],
-         async == QCOLL_OK ? "" : " (async error!)");
+  printf(
+      "eager all_reduce %zu x f32, 1 rank, %d calls in batches of %d: "
+      "host time per call median %.2f us, best batch %.2f us%s\n",
+      count, batches * batch, batch, per_call[batches / 2], per_call[0],
+      async == QCOLL_OK ? "" : " (async error!)");
   free(per_call);
   OK(qcoll_comm_destroy(comm));
   cudaFree(buf);

@@ -26,38 +26,38 @@
 static int check_rank = -1;
 static long check_count = 0, check_failures = 0;
 
-#define CHECK_REPORT_(cond_text, ...)                                   \
-  do {                                                                  \
+#define CHECK_REPORT_(cond_text, ...)                                  \
+  do {                                                                 \
     fprintf(stderr, "rank %d: FAIL %s:%d: %s: ", check_rank, __FILE__, \
-            __LINE__, cond_text);                                       \
-    fprintf(stderr, __VA_ARGS__);                                       \
-    fputc('\n', stderr);                                                \
-    fflush(stderr);                                                     \
+            __LINE__, cond_text);                                      \
+    fprintf(stderr, __VA_ARGS__);                                      \
+    fputc('\n', stderr);                                               \
+    fflush(stderr);                                                    \
   } while (0)
 
-#define EXPECT(cond, ...)                                               \
-  do {                                                                  \
-    check_count++;                                                      \
-    if (!(cond) && ++check_failures <= CHECK_PRINT_MAX)                 \
-      CHECK_REPORT_(#cond, __VA_ARGS__);                                \
+#define EXPECT(cond, ...)                               \
+  do {                                                  \
+    check_count++;                                      \
+    if (!(cond) && ++check_failures <= CHECK_PRINT_MAX) \
+      CHECK_REPORT_(#cond, __VA_ARGS__);                \
   } while (0)
 
-#define CHECK(cond, ...)                                                \
-  do {                                                                  \
-    check_count++;                                                      \
-    if (!(cond)) {                                                      \
-      check_failures++;                                                 \
-      CHECK_REPORT_(#cond, __VA_ARGS__);                                \
-      exit(1);                                                          \
-    }                                                                   \
+#define CHECK(cond, ...)                 \
+  do {                                   \
+    check_count++;                       \
+    if (!(cond)) {                       \
+      check_failures++;                  \
+      CHECK_REPORT_(#cond, __VA_ARGS__); \
+      exit(1);                           \
+    }                                    \
   } while (0)
 
 #ifdef CUDART_VERSION
-#define CHECK_CUDA(call)                                                \
-  do {                                                                  \
-    cudaError_t check_err_ = (cudaError_t)(call);                       \
-    CHECK(check_err_ == cudaSuccess, "%s: %s", #call,                   \
-          cudaGetErrorString(check_err_));                              \
+#define CHECK_CUDA(call)                              \
+  do {                                                \
+    cudaError_t check_err_ = (cudaError_t)(call);     \
+    CHECK(check_err_ == cudaSuccess, "%s: %s", #call, \
+          cudaGetErrorString(check_err_));            \
   } while (0)
 #endif
 

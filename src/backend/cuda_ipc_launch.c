@@ -193,8 +193,8 @@ static qcoll_status_t coll_ready(qcoll__ctx_t *comm, const char *name) {
 /* The kernel of collectives.cu for coll, from the ipc column of the list
  * of collectives (base/colls.h). */
 static bool ipc_coll_kind(qcoll__coll_t coll, qcoll__ipc_coll_t *kind) {
-#define KIND_IPC(id)            \
-  case QCOLL__COLL_##id:        \
+#define KIND_IPC(id)             \
+  case QCOLL__COLL_##id:         \
     *kind = QCOLL_IPC_COLL_##id; \
     return true;
 #define KIND_NOIPC(id)
@@ -277,8 +277,9 @@ qcoll_status_t qcoll__cuda_collective(qcoll__ctx_t *comm, qcoll__coll_t coll,
   return QCOLL_OK;
 }
 
-static qcoll_status_t p2p(qcoll__ctx_t *comm, bool send, void *buf, size_t count,
-                          qcoll_dtype_t dtype, int peer, void *stream) {
+static qcoll_status_t p2p(qcoll__ctx_t *comm, bool send, void *buf,
+                          size_t count, qcoll_dtype_t dtype, int peer,
+                          void *stream) {
   struct qcoll__cuda_comm *cc = comm->cuda;
   const char *name = send ? "send" : "recv";
   qcoll_status_t st = coll_ready(comm, name);

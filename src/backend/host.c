@@ -20,8 +20,7 @@ static qcoll_status_t host_run(qcoll__ctx_t *ctx, const qcoll__call_t *c) {
   void *recv = c->recvbuf;
   switch (c->coll) {
     case QCOLL__COLL_ALL_REDUCE:
-      return qcoll__host_all_reduce(ctx, send, recv, c->count, c->dtype,
-                                    c->op);
+      return qcoll__host_all_reduce(ctx, send, recv, c->count, c->dtype, c->op);
     case QCOLL__COLL_REDUCE:
       return qcoll__host_reduce(ctx, send, recv, c->count, c->dtype, c->op,
                                 c->root);

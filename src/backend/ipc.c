@@ -28,8 +28,7 @@ static qcoll_status_t ipc_init(qcoll__ctx_t *ctx) {
 static void ipc_capabilities(qcoll__ctx_t *ctx, qcoll__caps_t *caps) {
   caps->usable = ipc_usable(ctx);
   caps->ready = caps->usable;
-  caps->ranks_per_gpu =
-      ctx->cuda ? qcoll__cuda_ipc_most_ranks_per_gpu(ctx) : 0;
+  caps->ranks_per_gpu = ctx->cuda ? qcoll__cuda_ipc_most_ranks_per_gpu(ctx) : 0;
 }
 
 /* One-shot or two-shot all-reduce, quantised as the call says. */
@@ -45,9 +44,9 @@ static qcoll_status_t run_all_reduce(qcoll__ctx_t *ctx,
     why = "the IPC kernels serve f16/bf16/f32 with sum/min/max only";
   if (why)
     return qcoll__error(ctx, QCOLL_ERR_UNSUPPORTED,
-                        "%s: %s cannot serve %s/%s: %s", qcoll__coll_fn(c->coll),
-                        qcoll__path_name(c->path), qcoll_dtype_name(c->dtype),
-                        qcoll_op_name(c->op), why);
+                        "%s: %s cannot serve %s/%s: %s",
+                        qcoll__coll_fn(c->coll), qcoll__path_name(c->path),
+                        qcoll_dtype_name(c->dtype), qcoll_op_name(c->op), why);
   return qcoll__cuda_all_reduce(
       ctx, c->sendbuf, c->recvbuf, c->count, c->dtype, c->op, c->stream,
       c->path == QCOLL__PATH_ONESHOT ? QCOLL_ALGO_ONESHOT : QCOLL_ALGO_TWOSHOT,

@@ -30,8 +30,8 @@ static qcoll_status_t nccl_run(qcoll__ctx_t *ctx, const qcoll__call_t *c) {
       return qcoll__nccl_all_reduce(ctx, c->sendbuf, c->recvbuf, c->count,
                                     c->dtype, c->op, c->stream);
     case QCOLL__COLL_REDUCE:
-      return qcoll__nccl_reduce(ctx, c->sendbuf, c->recvbuf, c->count,
-                                c->dtype, c->op, c->root, c->stream);
+      return qcoll__nccl_reduce(ctx, c->sendbuf, c->recvbuf, c->count, c->dtype,
+                                c->op, c->root, c->stream);
     case QCOLL__COLL_BROADCAST:
       return qcoll__nccl_broadcast(ctx, c->sendbuf, c->recvbuf, c->count,
                                    c->dtype, c->root, c->stream);

@@ -20,15 +20,15 @@ static qcoll_status_t run_staged(qcoll__ctx_t *ctx, const qcoll__call_t *c) {
   qcoll_status_t st = rt->stream_is_capturing(c->stream, &capturing);
   if (st != QCOLL_OK) return st;
   if (capturing)
-    return qcoll__error(ctx, QCOLL_ERR_UNSUPPORTED,
-                        "%s of %s/%s on GPU buffers runs through host memory "
-                        "and cannot be captured into a CUDA graph",
-                        qcoll__coll_fn(c->coll), qcoll_dtype_name(c->dtype),
-                        qcoll__coll_reduces(c->coll) ? qcoll_op_name(c->op)
-                                                     : "-");
+    return qcoll__error(
+        ctx, QCOLL_ERR_UNSUPPORTED,
+        "%s of %s/%s on GPU buffers runs through host memory "
+        "and cannot be captured into a CUDA graph",
+        qcoll__coll_fn(c->coll), qcoll_dtype_name(c->dtype),
+        qcoll__coll_reduces(c->coll) ? qcoll_op_name(c->op) : "-");
   /* In-place layouts share one host block (staging.h). */
-  const qcoll__staging_t l = qcoll__staging_layout(
-      c->sendbuf, c->send_bytes, c->recvbuf, c->recv_bytes);
+  const qcoll__staging_t l = qcoll__staging_layout(c->sendbuf, c->send_bytes,
+                                                   c->recvbuf, c->recv_bytes);
   char *staging[2] = {NULL, NULL}, *send = NULL, *recv = NULL;
   qcoll__call_t on_host = *c;
   for (int b = 0; b < 2; b++)

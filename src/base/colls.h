@@ -20,23 +20,25 @@ extern "C" {
  *   p2p      1: one peer (send/recv) instead of every rank
  *   ipc      IPC: collectives.cu has a kernel for it, QCOLL_IPC_COLL_<ID>;
  *            NOIPC: none (send/recv have their own channels) */
-#define QCOLL__COLLS(X)                                 \
-  X(ALL_REDUCE, "all_reduce", 1, 0, 0, IPC)             \
-  X(REDUCE, "reduce", 1, 1, 0, IPC)                     \
-  X(BROADCAST, "broadcast", 0, 1, 0, IPC)               \
-  X(ALL_GATHER, "all_gather", 0, 0, 0, IPC)             \
-  X(REDUCE_SCATTER, "reduce_scatter", 1, 0, 0, IPC)     \
-  X(ALL_TO_ALL, "all_to_all", 0, 0, 0, IPC)             \
-  X(SEND, "send", 0, 0, 1, NOIPC)                       \
-  X(RECV, "recv", 0, 0, 1, NOIPC)                       \
+#define QCOLL__COLLS(X)                             \
+  X(ALL_REDUCE, "all_reduce", 1, 0, 0, IPC)         \
+  X(REDUCE, "reduce", 1, 1, 0, IPC)                 \
+  X(BROADCAST, "broadcast", 0, 1, 0, IPC)           \
+  X(ALL_GATHER, "all_gather", 0, 0, 0, IPC)         \
+  X(REDUCE_SCATTER, "reduce_scatter", 1, 0, 0, IPC) \
+  X(ALL_TO_ALL, "all_to_all", 0, 0, 0, IPC)         \
+  X(SEND, "send", 0, 0, 1, NOIPC)                   \
+  X(RECV, "recv", 0, 0, 1, NOIPC)                   \
   X(BARRIER, "barrier", 0, 0, 0, IPC)
 
+/* clang-format off */
 typedef enum qcoll__coll {
 #define QCOLL__COLL_ENUM_(id, name, reduces, rooted, p2p, ipc) QCOLL__COLL_##id,
   QCOLL__COLLS(QCOLL__COLL_ENUM_)
 #undef QCOLL__COLL_ENUM_
   QCOLL__COLL_COUNT
 } qcoll__coll_t;
+/* clang-format on */
 
 /* "all_reduce", ...; "invalid" out of range. */
 const char *qcoll__coll_name(qcoll__coll_t coll);

@@ -40,8 +40,8 @@ typedef enum qcoll__log_level {
 /* Print one log line "host:pid:rank [dev] qcoll LEVEL SUBSYS message" to
  * stderr when level and subsystem are enabled.  ctx may be NULL. */
 void qcoll__log(const struct qcoll__ctx *ctx, qcoll__log_level_t level,
-                unsigned subsys,
-                const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+                unsigned subsys, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 bool qcoll__log_enabled(qcoll__log_level_t level, unsigned subsys);
 
 #define QLOG_WARN(ctx, sub, ...) \

@@ -13,8 +13,9 @@
  * Bad values, one policy for every variable: a value that does not parse as
  * its type, or lies outside its range, is warned about (once per process
  * for each variable and value), naming the variable, the value and the
- * default used instead, and the default is used.  A QCOLL_* name in the environment that qcoll does not
- * know is warned about once per process, with the nearest known name.
+ * default used instead, and the default is used.  A QCOLL_* name in the
+ * environment that qcoll does not know is warned about once per process, with
+ * the nearest known name.
  */
 #ifndef QCOLL_CORE_CONFIG_H
 #define QCOLL_CORE_CONFIG_H

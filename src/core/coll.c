@@ -19,23 +19,13 @@
 /* The collectives, as the selection table names them. */
 typedef qcoll__coll_t coll_kind_t;
 
-
 typedef struct call {
-  coll_kind_t kind;
-  const void *sendbuf;
-  void *recvbuf;
-  size_t count;
-  qcoll_dtype_t dtype;
-  qcoll_op_t op;
-  int root; /* root, or peer for send/recv */
-  void *stream;
+  qcoll__call_t call; /* what a backend runs (path and transfer: final_call) */
   const qcoll_options_t *opts; /* the caller's, or NULL */
   qcoll_algo_t algo;
-  qcoll_quant_t quant;
+  qcoll_quant_t quant; /* asked for (resolved with the environment's) */
   bool quant_per_call; /* asked for in the call's options, not the env */
-  /* filled by validation */
-  size_t send_bytes, recv_bytes; /* bytes this rank reads / writes */
-  int device;                    /* -1 host, else the buffers' device */
+  int device;          /* filled by validation: -1 host, else the buffers' */
 } call_t;
 
 static bool is_reduction(coll_kind_t k) {
@@ -50,72 +40,76 @@ static bool is_p2p(coll_kind_t k) {
 
 /* Bytes read from sendbuf and written to recvbuf by this rank. */
 static qcoll_status_t compute_sizes(qcoll_comm_t comm, call_t *c) {
-  const char *fn = qcoll__coll_fn(c->kind);
-  size_t elem = qcoll_dtype_size(c->dtype), bytes, wide;
-  if (!qcoll__mul_size(c->count, elem, &bytes) ||
+  const char *fn = qcoll__coll_fn(c->call.coll);
+  size_t elem = qcoll_dtype_size(c->call.dtype), bytes, wide;
+  if (!qcoll__mul_size(c->call.count, elem, &bytes) ||
       !qcoll__mul_size(bytes, (size_t)comm->ctx.nranks, &wide) ||
       wide > (SIZE_MAX >> 1))
     return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: count %zu of %s overflows the byte size with %d "
                         "ranks",
-                        fn, c->count, qcoll_dtype_name(c->dtype), comm->ctx.nranks);
-  bool root = c->root == comm->ctx.rank;
-  switch (c->kind) {
+                        fn, c->call.count, qcoll_dtype_name(c->call.dtype),
+                        comm->ctx.nranks);
+  bool root = c->call.root == comm->ctx.rank;
+  switch (c->call.coll) {
     case QCOLL__COLL_ALL_GATHER:
-      c->send_bytes = bytes;
-      c->recv_bytes = wide;
+      c->call.send_bytes = bytes;
+      c->call.recv_bytes = wide;
       break;
     case QCOLL__COLL_REDUCE_SCATTER:
-      c->send_bytes = wide;
-      c->recv_bytes = bytes;
+      c->call.send_bytes = wide;
+      c->call.recv_bytes = bytes;
       break;
     case QCOLL__COLL_ALL_TO_ALL:
-      c->send_bytes = wide;
-      c->recv_bytes = wide;
+      c->call.send_bytes = wide;
+      c->call.recv_bytes = wide;
       break;
     case QCOLL__COLL_REDUCE:
-      c->send_bytes = bytes;
-      c->recv_bytes = root ? bytes : 0;
+      c->call.send_bytes = bytes;
+      c->call.recv_bytes = root ? bytes : 0;
       break;
     case QCOLL__COLL_BROADCAST:
-      c->send_bytes = root ? bytes : 0;
-      c->recv_bytes = bytes;
+      c->call.send_bytes = root ? bytes : 0;
+      c->call.recv_bytes = bytes;
       break;
     case QCOLL__COLL_SEND:
-      c->send_bytes = bytes;
-      c->recv_bytes = 0;
+      c->call.send_bytes = bytes;
+      c->call.recv_bytes = 0;
       break;
     case QCOLL__COLL_RECV:
-      c->send_bytes = 0;
-      c->recv_bytes = bytes;
+      c->call.send_bytes = 0;
+      c->call.recv_bytes = bytes;
       break;
-    case QCOLL__COLL_BARRIER: c->send_bytes = c->recv_bytes = 0; break;
-    default: c->send_bytes = c->recv_bytes = bytes; break;
+    case QCOLL__COLL_BARRIER:
+      c->call.send_bytes = c->call.recv_bytes = 0;
+      break;
+    default: c->call.send_bytes = c->call.recv_bytes = bytes; break;
   }
   return QCOLL_OK;
 }
 
 static qcoll_status_t check_enums(qcoll_comm_t comm, const call_t *c) {
-  const char *fn = qcoll__coll_fn(c->kind);
-  if (c->kind == QCOLL__COLL_BARRIER) return QCOLL_OK;
-  if ((unsigned)c->dtype >= QCOLL_DTYPE_COUNT)
+  const char *fn = qcoll__coll_fn(c->call.coll);
+  if (c->call.coll == QCOLL__COLL_BARRIER) return QCOLL_OK;
+  if ((unsigned)c->call.dtype >= QCOLL_DTYPE_COUNT)
     return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: dtype %d is not a qcoll_dtype_t (0..%d)", fn,
-                        (int)c->dtype, QCOLL_DTYPE_COUNT - 1);
-  if (is_reduction(c->kind) && (unsigned)c->op >= QCOLL_OP_COUNT)
+                        (int)c->call.dtype, QCOLL_DTYPE_COUNT - 1);
+  if (is_reduction(c->call.coll) && (unsigned)c->call.op >= QCOLL_OP_COUNT)
     return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
-                        "%s: op %d is not a qcoll_op_t (0..%d)", fn, (int)c->op,
-                        QCOLL_OP_COUNT - 1);
-  if ((has_root(c->kind) || is_p2p(c->kind)) &&
-      (c->root < 0 || c->root >= comm->ctx.nranks))
-    return qcoll__error(
-        &comm->ctx, QCOLL_ERR_INVALID_ARGUMENT, "%s: %s %d is out of range [0, %d)",
-        fn, is_p2p(c->kind) ? "peer" : "root", c->root, comm->ctx.nranks);
-  if (is_p2p(c->kind) && c->root == comm->ctx.rank)
+                        "%s: op %d is not a qcoll_op_t (0..%d)", fn,
+                        (int)c->call.op, QCOLL_OP_COUNT - 1);
+  if ((has_root(c->call.coll) || is_p2p(c->call.coll)) &&
+      (c->call.root < 0 || c->call.root >= comm->ctx.nranks))
+    return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
+                        "%s: %s %d is out of range [0, %d)", fn,
+                        is_p2p(c->call.coll) ? "peer" : "root", c->call.root,
+                        comm->ctx.nranks);
+  if (is_p2p(c->call.coll) && c->call.root == comm->ctx.rank)
     return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: peer %d is this rank itself (a send or recv to "
                         "oneself is refused: copy the buffer instead)",
-                        fn, c->root);
+                        fn, c->call.root);
   if ((unsigned)c->algo >= QCOLL_ALGO_COUNT)
     return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: algo %d is not a qcoll_algo_t", fn, (int)c->algo);
@@ -123,14 +117,14 @@ static qcoll_status_t check_enums(qcoll_comm_t comm, const call_t *c) {
     return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: quant %d is not a qcoll_quant_t", fn,
                         (int)c->quant);
-  if (c->kind != QCOLL__COLL_ALL_REDUCE &&
+  if (c->call.coll != QCOLL__COLL_ALL_REDUCE &&
       (c->algo == QCOLL_ALGO_ONESHOT || c->algo == QCOLL_ALGO_TWOSHOT))
     return qcoll__error(&comm->ctx, QCOLL_ERR_UNSUPPORTED,
                         "%s_ex: %s is an all_reduce algorithm (use auto, host, "
                         "nccl or ipc)",
                         fn, qcoll_algo_name(c->algo));
-  if (c->kind != QCOLL__COLL_ALL_REDUCE && c->quant != QCOLL_QUANT_DEFAULT &&
-      c->quant != QCOLL_QUANT_NONE)
+  if (c->call.coll != QCOLL__COLL_ALL_REDUCE &&
+      c->quant != QCOLL_QUANT_DEFAULT && c->quant != QCOLL_QUANT_NONE)
     return qcoll__error(&comm->ctx, QCOLL_ERR_UNSUPPORTED,
                         "%s_ex: quantisation %s serves all_reduce only (use "
                         "QCOLL_QUANT_DEFAULT or NONE)",
@@ -144,45 +138,52 @@ static bool ranges_overlap(const void *a, size_t na, const void *b, size_t nb) {
 }
 
 static qcoll_status_t check_pointers(qcoll_comm_t comm, const call_t *c) {
-  const char *fn = qcoll__coll_fn(c->kind);
-  if (c->send_bytes && !c->sendbuf)
+  const char *fn = qcoll__coll_fn(c->call.coll);
+  if (c->call.send_bytes && !c->call.sendbuf)
     return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: sendbuf is NULL but %zu bytes are to be sent", fn,
-                        c->send_bytes);
-  if (c->recv_bytes && !c->recvbuf)
+                        c->call.send_bytes);
+  if (c->call.recv_bytes && !c->call.recvbuf)
     return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: recvbuf is NULL but %zu bytes are to be received",
-                        fn, c->recv_bytes);
-  if (c->kind == QCOLL__COLL_ALL_TO_ALL &&
-      ranges_overlap(c->sendbuf, c->send_bytes, c->recvbuf, c->recv_bytes))
+                        fn, c->call.recv_bytes);
+  if (c->call.coll == QCOLL__COLL_ALL_TO_ALL &&
+      ranges_overlap(c->call.sendbuf, c->call.send_bytes, c->call.recvbuf,
+                     c->call.recv_bytes))
     return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: sendbuf and recvbuf overlap (all-to-all cannot "
                         "run in place)",
                         fn);
-  size_t elem = qcoll_dtype_size(c->dtype);
-  size_t block = c->recv_bytes < c->send_bytes ? c->recv_bytes : c->send_bytes;
+  size_t elem = qcoll_dtype_size(c->call.dtype);
+  size_t block = c->call.recv_bytes < c->call.send_bytes ? c->call.recv_bytes
+                                                         : c->call.send_bytes;
   /* Partial overlaps other than the documented in-place layouts would
    * read data already overwritten. */
-  if (c->kind == QCOLL__COLL_ALL_GATHER && c->sendbuf != c->recvbuf &&
-      (const char *)c->sendbuf !=
-          (char *)c->recvbuf + (size_t)comm->ctx.rank * block &&
-      ranges_overlap(c->sendbuf, c->send_bytes, c->recvbuf, c->recv_bytes))
+  if (c->call.coll == QCOLL__COLL_ALL_GATHER &&
+      c->call.sendbuf != c->call.recvbuf &&
+      (const char *)c->call.sendbuf !=
+          (char *)c->call.recvbuf + (size_t)comm->ctx.rank * block &&
+      ranges_overlap(c->call.sendbuf, c->call.send_bytes, c->call.recvbuf,
+                     c->call.recv_bytes))
     return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: sendbuf overlaps recvbuf but is not the in-place "
                         "slot recvbuf + rank*sendcount",
                         fn);
-  if (c->kind == QCOLL__COLL_REDUCE_SCATTER &&
-      (const char *)c->recvbuf !=
-          (const char *)c->sendbuf + (size_t)comm->ctx.rank * block &&
-      ranges_overlap(c->sendbuf, c->send_bytes, c->recvbuf, c->recv_bytes))
+  if (c->call.coll == QCOLL__COLL_REDUCE_SCATTER &&
+      (const char *)c->call.recvbuf !=
+          (const char *)c->call.sendbuf + (size_t)comm->ctx.rank * block &&
+      ranges_overlap(c->call.sendbuf, c->call.send_bytes, c->call.recvbuf,
+                     c->call.recv_bytes))
     return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: recvbuf overlaps sendbuf but is not the in-place "
                         "slot sendbuf + rank*recvcount",
                         fn);
-  if ((c->kind == QCOLL__COLL_ALL_REDUCE || c->kind == QCOLL__COLL_REDUCE ||
-       c->kind == QCOLL__COLL_BROADCAST) &&
-      c->sendbuf != c->recvbuf &&
-      ranges_overlap(c->sendbuf, c->send_bytes, c->recvbuf, c->recv_bytes))
+  if ((c->call.coll == QCOLL__COLL_ALL_REDUCE ||
+       c->call.coll == QCOLL__COLL_REDUCE ||
+       c->call.coll == QCOLL__COLL_BROADCAST) &&
+      c->call.sendbuf != c->call.recvbuf &&
+      ranges_overlap(c->call.sendbuf, c->call.send_bytes, c->call.recvbuf,
+                     c->call.recv_bytes))
     return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: sendbuf and recvbuf overlap without being equal",
                         fn);
@@ -193,23 +194,26 @@ static qcoll_status_t check_pointers(qcoll_comm_t comm, const call_t *c) {
 /* Decide host or GPU from where the buffers live, and check that GPU
  * buffers and the stream belong to the communicator's device. */
 static qcoll_status_t place_call(qcoll_comm_t comm, call_t *c) {
-  const char *fn = qcoll__coll_fn(c->kind);
+  const char *fn = qcoll__coll_fn(c->call.coll);
   const qcoll__runtime_t *rt = qcoll__runtime();
   int send_dev = -1, recv_dev = -1;
   qcoll_status_t st;
-  if (c->send_bytes && (st = rt->pointer_device(c->sendbuf, &send_dev)))
+  if (c->call.send_bytes &&
+      (st = rt->pointer_device(c->call.sendbuf, &send_dev)))
     return st;
-  if (c->recv_bytes && (st = rt->pointer_device(c->recvbuf, &recv_dev)))
+  if (c->call.recv_bytes &&
+      (st = rt->pointer_device(c->call.recvbuf, &recv_dev)))
     return st;
-  if (c->send_bytes && c->recv_bytes && send_dev != recv_dev)
+  if (c->call.send_bytes && c->call.recv_bytes && send_dev != recv_dev)
     return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: sendbuf is on %s %d but recvbuf is on %s %d", fn,
                         send_dev < 0 ? "host" : "device", send_dev,
                         recv_dev < 0 ? "host" : "device", recv_dev);
-  c->device = c->send_bytes ? send_dev : recv_dev;
+  c->device = c->call.send_bytes ? send_dev : recv_dev;
   /* A barrier with a stream on a GPU communicator is ordered on the stream:
    * it runs where GPU calls run. */
-  if (c->kind == QCOLL__COLL_BARRIER && c->stream && comm->ctx.device >= 0)
+  if (c->call.coll == QCOLL__COLL_BARRIER && c->call.stream &&
+      comm->ctx.device >= 0)
     c->device = comm->ctx.device;
   if (c->device < 0) {
     if (comm->ctx.nhosts > 1)
@@ -223,11 +227,11 @@ static qcoll_status_t place_call(qcoll_comm_t comm, call_t *c) {
     return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: %s is on device %d but the communicator's device "
                         "is %d",
-                        fn, c->send_bytes ? "sendbuf" : "recvbuf", c->device,
-                        comm->ctx.device);
-  if (c->stream) {
+                        fn, c->call.send_bytes ? "sendbuf" : "recvbuf",
+                        c->device, comm->ctx.device);
+  if (c->call.stream) {
     int stream_dev = -1;
-    if ((st = rt->stream_device(c->stream, &stream_dev))) return st;
+    if ((st = rt->stream_device(c->call.stream, &stream_dev))) return st;
     if (stream_dev >= 0 && stream_dev != comm->ctx.device)
       return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                           "%s: stream belongs to device %d but the "
@@ -269,21 +273,21 @@ static void format_signature(const signature_t *s, char *buf, size_t size) {
 }
 
 static qcoll_status_t check_signature(qcoll_comm_t comm, const call_t *c) {
-  if (!comm->check_calls || is_p2p(c->kind)) return QCOLL_OK;
+  if (!comm->check_calls || is_p2p(c->call.coll)) return QCOLL_OK;
   size_t n = (size_t)comm->ctx.nranks;
   signature_t *all = calloc(n, sizeof *all);
   if (!all)
     return qcoll__error(&comm->ctx, QCOLL_ERR_OUT_OF_MEMORY,
                         "QCOLL_CHECK: cannot allocate %zu signatures", n);
-  signature_t mine = {(int32_t)c->kind,
-                      (int32_t)c->dtype,
-                      is_reduction(c->kind) ? (int32_t)c->op : -1,
-                      has_root(c->kind) ? c->root : -1,
+  signature_t mine = {(int32_t)c->call.coll,
+                      (int32_t)c->call.dtype,
+                      is_reduction(c->call.coll) ? (int32_t)c->call.op : -1,
+                      has_root(c->call.coll) ? c->call.root : -1,
                       c->device < 0 ? 0 : 1,
                       c->device < 0 ? -1 : (int32_t)c->algo,
                       c->opts ? (int32_t)c->opts->algo : QCOLL_ALGO_AUTO,
                       c->opts ? (int32_t)c->opts->quant : QCOLL_QUANT_DEFAULT,
-                      c->count};
+                      c->call.count};
   all[comm->ctx.rank] = mine;
   qcoll_status_t st =
       qcoll__bootstrap_allgather(comm->ctx.bootstrap, all, sizeof *all);
@@ -314,8 +318,9 @@ static qcoll_algo_t resolve_algo(qcoll_comm_t comm, const call_t *c) {
   if (c->algo != QCOLL_ALGO_AUTO) return c->algo;
   qcoll_algo_t env = comm->env_algo;
   bool all_reduce_only = env == QCOLL_ALGO_ONESHOT || env == QCOLL_ALGO_TWOSHOT;
-  return all_reduce_only && c->kind != QCOLL__COLL_ALL_REDUCE ? QCOLL_ALGO_AUTO
-                                                              : env;
+  return all_reduce_only && c->call.coll != QCOLL__COLL_ALL_REDUCE
+             ? QCOLL_ALGO_AUTO
+             : env;
 }
 
 /* What the table sees.  Every input is the same on every rank (the NCCL
@@ -326,11 +331,11 @@ static qcoll__select_in_t selection_input(qcoll_comm_t comm, const call_t *c,
   qcoll__backend_ipc.capabilities(&comm->ctx, &ipc);
   qcoll__backend_nccl.capabilities(&comm->ctx, &nccl);
   qcoll__select_in_t in = {
-      .coll = c->kind,
-      .bytes = c->count * qcoll_dtype_size(c->dtype),
+      .coll = c->call.coll,
+      .bytes = c->call.count * qcoll_dtype_size(c->call.dtype),
       .nranks = comm->ctx.nranks,
-      .dtype = c->dtype,
-      .op = c->op,
+      .dtype = c->call.dtype,
+      .op = c->call.op,
       .quant = c->quant,
       .gpu = true,
       .ipc = ipc.usable,
@@ -340,7 +345,7 @@ static qcoll__select_in_t selection_input(qcoll_comm_t comm, const call_t *c,
   };
   /* send/recv cannot create NCCL's communicator (only one pair calls them):
    * they use it only once a collective has made it. */
-  if (is_p2p(c->kind)) in.nccl = nccl_ok && nccl.ready;
+  if (is_p2p(c->call.coll)) in.nccl = nccl_ok && nccl.ready;
   return in;
 }
 
@@ -364,7 +369,7 @@ static qcoll__path_t choose_path(qcoll_comm_t comm, const call_t *c,
                                  bool nccl_ok) {
   /* A forced algorithm names a way to move data; a barrier has none. */
   qcoll_algo_t forced =
-      c->kind == QCOLL__COLL_BARRIER ? QCOLL_ALGO_AUTO : c->algo;
+      c->call.coll == QCOLL__COLL_BARRIER ? QCOLL_ALGO_AUTO : c->algo;
   switch (forced) {
     case QCOLL_ALGO_ONESHOT: return QCOLL__PATH_ONESHOT;
     case QCOLL_ALGO_TWOSHOT: return QCOLL__PATH_TWOSHOT;
@@ -378,8 +383,9 @@ static qcoll__path_t choose_path(qcoll_comm_t comm, const call_t *c,
   qcoll__select_in_t in = selection_input(comm, c, nccl_ok);
   int row = 0;
   qcoll__path_t path = qcoll__select(&in, &row);
-  QLOG_TRACE(&comm->ctx, COLL, "%s %zu bytes %s/%s: row %d -> %s", qcoll__coll_fn(c->kind),
-             in.bytes, qcoll_dtype_name(c->dtype), qcoll_op_name(c->op), row,
+  QLOG_TRACE(&comm->ctx, COLL, "%s %zu bytes %s/%s: row %d -> %s",
+             qcoll__coll_fn(c->call.coll), in.bytes,
+             qcoll_dtype_name(c->call.dtype), qcoll_op_name(c->call.op), row,
              qcoll__path_name(path));
   return path;
 }
@@ -394,24 +400,13 @@ static qcoll__call_t final_call(qcoll_comm_t comm, const call_t *c,
   bool ipc_all_reduce =
       path == QCOLL__PATH_ONESHOT || path == QCOLL__PATH_TWOSHOT;
   qcoll_quant_t quant = ipc_all_reduce ? c->quant : QCOLL_QUANT_NONE;
-  if (c->count * qcoll_dtype_size(c->dtype) <
+  if (c->call.count * qcoll_dtype_size(c->call.dtype) <
           comm->ctx.config.quant_min_bytes ||
-      (c->op != QCOLL_SUM && !c->quant_per_call))
+      (c->call.op != QCOLL_SUM && !c->quant_per_call))
     quant = QCOLL_QUANT_NONE;
-  qcoll__call_t call = {
-      .coll = c->kind,
-      .sendbuf = c->sendbuf,
-      .recvbuf = c->recvbuf,
-      .count = c->count,
-      .dtype = c->dtype,
-      .op = c->op,
-      .root = c->root,
-      .stream = c->stream,
-      .send_bytes = c->send_bytes,
-      .recv_bytes = c->recv_bytes,
-      .path = path,
-      .quant = quant,
-  };
+  qcoll__call_t call = c->call;
+  call.path = path;
+  call.quant = quant;
   return call;
 }
 
@@ -422,7 +417,8 @@ static qcoll_status_t run_gpu(qcoll_comm_t comm, const call_t *c) {
   qcoll__device_guard_t guard;
   qcoll_status_t st = qcoll__device_guard_enter(&comm->ctx, &guard);
   if (st != QCOLL_OK) return st;
-  bool forced = c->algo != QCOLL_ALGO_AUTO && c->kind != QCOLL__COLL_BARRIER;
+  bool forced =
+      c->algo != QCOLL_ALGO_AUTO && c->call.coll != QCOLL__COLL_BARRIER;
   qcoll__caps_t nccl;
   qcoll__backend_nccl.capabilities(&comm->ctx, &nccl);
   qcoll__path_t path = choose_path(comm, c, nccl.usable);
@@ -453,7 +449,7 @@ static qcoll_status_t take_options(qcoll_comm_t comm, call_t *c) {
     return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s_ex: opts->size is %zu, expected %zu (fill opts "
                         "with qcoll_options_init first)",
-                        qcoll__coll_fn(c->kind), o->size, sizeof *o);
+                        qcoll__coll_fn(c->call.coll), o->size, sizeof *o);
   c->algo = o->algo;
   c->quant = o->quant;
   c->quant_per_call = o->quant != QCOLL_QUANT_DEFAULT;
@@ -461,7 +457,8 @@ static qcoll_status_t take_options(qcoll_comm_t comm, call_t *c) {
 }
 
 static qcoll_status_t run_call(qcoll_comm_t comm, call_t *c) {
-  qcoll_status_t st = qcoll__comm_check_usable(comm, qcoll__coll_fn(c->kind));
+  qcoll_status_t st =
+      qcoll__comm_check_usable(comm, qcoll__coll_fn(c->call.coll));
   if (st != QCOLL_OK) return st;
   if ((st = take_options(comm, c)) || (st = check_enums(comm, c)) ||
       (st = compute_sizes(comm, c)) || (st = check_pointers(comm, c)) ||
@@ -473,13 +470,13 @@ static qcoll_status_t run_call(qcoll_comm_t comm, call_t *c) {
   c->quant = resolve_quant(comm, c->quant);
   /* A call that moves no bytes has no buffers to place and does nothing,
    * whatever algorithm it names. */
-  bool moves_bytes = c->send_bytes || c->recv_bytes;
+  bool moves_bytes = c->call.send_bytes || c->call.recv_bytes;
   if (c->device < 0 && moves_bytes && c->algo != QCOLL_ALGO_AUTO &&
       c->algo != QCOLL_ALGO_HOST)
     return qcoll__error(&comm->ctx, QCOLL_ERR_UNSUPPORTED,
                         "%s: algorithm %s needs GPU buffers, these are host "
                         "memory",
-                        qcoll__coll_fn(c->kind), qcoll_algo_name(c->algo));
+                        qcoll__coll_fn(c->call.coll), qcoll_algo_name(c->algo));
   if ((st = check_signature(comm, c))) return st;
   if (c->device >= 0) return run_gpu(comm, c);
   qcoll__call_t call = final_call(comm, c, QCOLL__PATH_HOST);
@@ -489,14 +486,14 @@ static qcoll_status_t run_call(qcoll_comm_t comm, call_t *c) {
 static call_t make_call(coll_kind_t kind, const void *sendbuf, void *recvbuf,
                         size_t count, qcoll_dtype_t dtype, qcoll_op_t op,
                         int root, void *stream, const qcoll_options_t *opts) {
-  call_t c = {.kind = kind,
-              .sendbuf = sendbuf,
-              .recvbuf = recvbuf,
-              .count = count,
-              .dtype = dtype,
-              .op = op,
-              .root = root,
-              .stream = stream,
+  call_t c = {.call = {.coll = kind,
+                       .sendbuf = sendbuf,
+                       .recvbuf = recvbuf,
+                       .count = count,
+                       .dtype = dtype,
+                       .op = op,
+                       .root = root,
+                       .stream = stream},
               .opts = opts,
               .algo = QCOLL_ALGO_AUTO,
               .quant = QCOLL_QUANT_DEFAULT,

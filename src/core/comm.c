@@ -26,9 +26,8 @@ qcoll_status_t qcoll_get_unique_id(qcoll_unique_id_t *id) {
   qcoll__config_t env;
   qcoll__config_read(&env);
   const char *addr = qcoll__env_str("QCOLL_ROOT_ADDR");
-  return qcoll__bootstrap_root_start(addr && *addr ? addr : NULL,
-                                     (int)env.root_port, NULL, env.timeout_s,
-                                     id);
+  return qcoll__bootstrap_root_start(
+      addr && *addr ? addr : NULL, (int)env.root_port, NULL, env.timeout_s, id);
 }
 
 qcoll_status_t qcoll_unique_id_to_hex(const qcoll_unique_id_t *id, char *out) {
@@ -252,7 +251,8 @@ static qcoll_status_t exchange_host_ids(qcoll_comm_t comm) {
   }
   memcpy(ids + (size_t)comm->ctx.rank * QCOLL_HOST_ID_MAX, comm->ctx.host_id,
          QCOLL_HOST_ID_MAX);
-  QCHECK(qcoll__bootstrap_allgather(comm->ctx.bootstrap, ids, QCOLL_HOST_ID_MAX));
+  QCHECK(
+      qcoll__bootstrap_allgather(comm->ctx.bootstrap, ids, QCOLL_HOST_ID_MAX));
   comm->ctx.nhosts = 0;
   for (size_t r = 0; r < n; r++) {
     ids[r * QCOLL_HOST_ID_MAX + QCOLL_HOST_ID_MAX - 1] = '\0';
@@ -364,8 +364,8 @@ qcoll_status_t qcoll_comm_init_rank(qcoll_comm_t *out, int nranks,
   comm->ctx.rank = rank;
   comm->ctx.nranks = nranks;
   qcoll__config_read(&comm->ctx.config);
-  comm->ctx.timeout_s = config.timeout_s > 0 ? config.timeout_s
-                                             : comm->ctx.config.timeout_s;
+  comm->ctx.timeout_s =
+      config.timeout_s > 0 ? config.timeout_s : comm->ctx.config.timeout_s;
   comm->check_calls = comm->ctx.config.check;
   comm->env_algo =
       (qcoll_algo_t)env_choice("QCOLL_ALGO", QCOLL_ALGO_AUTO, QCOLL_ALGO_COUNT,
@@ -566,8 +566,8 @@ qcoll_status_t qcoll_comm_init_env(qcoll_comm_t *comm,
   st = job_root(&e, &env, &addr, &port);
   if (st != QCOLL_OK) return st;
   job_secret(&e, secret);
-  double timeout = config && config->timeout_s > 0 ? config->timeout_s
-                                                   : env.timeout_s;
+  double timeout =
+      config && config->timeout_s > 0 ? config->timeout_s : env.timeout_s;
   if (e.rank == 0)
     st = qcoll__bootstrap_root_start(addr, port, secret, timeout, &id);
   else

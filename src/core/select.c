@@ -35,12 +35,10 @@ static bool quantised_all_reduce(const qcoll__select_in_t *in) {
   return is_all_reduce_on_ipc(in) && quantised(in);
 }
 static bool small_all_reduce(const qcoll__select_in_t *in) {
-  return is_all_reduce_on_ipc(in) &&
-         in->bytes <= in->config->oneshot_max_bytes;
+  return is_all_reduce_on_ipc(in) && in->bytes <= in->config->oneshot_max_bytes;
 }
 static bool medium_all_reduce(const qcoll__select_in_t *in) {
-  return is_all_reduce_on_ipc(in) &&
-         in->bytes <= in->config->twoshot_max_bytes;
+  return is_all_reduce_on_ipc(in) && in->bytes <= in->config->twoshot_max_bytes;
 }
 /* Ranks sharing a GPU: NCCL (where it accepts them at all) was slower
  * than the IPC kernels up to 2 MiB for reduce, broadcast, all-gather,

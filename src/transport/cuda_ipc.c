@@ -258,8 +258,7 @@ static void setup_local(qcoll__ctx_t *comm, cudaStream_t s, ipc_record_t *rec) {
   }
   /* The send/recv inboxes follow the data regions, so the regions (and the
    * all-reduce chunks) are what QCOLL_IPC_BYTES alone makes them. */
-  cc->p2p.pair_bytes =
-      qcoll__ipc_p2p_pair_bytes(comm->config.ipc_p2p_bytes);
+  cc->p2p.pair_bytes = qcoll__ipc_p2p_pair_bytes(comm->config.ipc_p2p_bytes);
   cc->p2p.offset = qcoll__ipc_p2p_offset(cc->buffer_bytes);
   rec->p2p_pair_bytes = cc->p2p.pair_bytes;
   rec->push_slot_bytes = qcoll__push_slot_bytes(comm->config.ipc_push_bytes);

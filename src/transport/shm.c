@@ -651,8 +651,7 @@ static bool plan_layout(const qcoll__config_t *config, int n, plan_t *p) {
   slot = QCOLL_MIN(slot, SLOT_MAX_BYTES);
   slot = QCOLL_MAX(slot, slot_min);
   p->layout.slot_bytes = slot;
-  p->layout.oneshot_bytes =
-      QCOLL_MIN(config->shm_oneshot_bytes, slot);
+  p->layout.oneshot_bytes = QCOLL_MIN(config->shm_oneshot_bytes, slot);
   size_t per_pair = budget / 4 / (nn * nn);
   size_t pair =
       per_pair > PAIR_HEADER ? align_down(per_pair - PAIR_HEADER, 128) : 0;

@@ -341,8 +341,8 @@ static void expect_all_fail(rank_ctx_t *c, int count, qcoll_status_t want,
                             const char *needle, double max_s) {
   for (int i = 0; i < count; i++) {
     print_message("  rank %d (claims %d of %d): status %d after %.2f s: %s\n",
-                  c[i].ctx.rank, c[i].ctx.rank, c[i].ctx.nranks,
-                  c[i].init_st, c[i].init_s, c[i].ctx.last_error);
+                  c[i].ctx.rank, c[i].ctx.rank, c[i].ctx.nranks, c[i].init_st,
+                  c[i].init_s, c[i].ctx.last_error);
     assert_int_equal(c[i].init_st, want);
     assert_non_null(strstr(c[i].ctx.last_error, needle));
     assert_true(c[i].init_s <= max_s);

@@ -114,7 +114,7 @@ int main(int argc, char **argv) {
   CHECK_CUDA(cudaMalloc((void **)&w.values, value_bytes));
   CHECK_CUDA(cudaMalloc((void **)&w.decoded, value_bytes));
   CHECK_CUDA(cudaMalloc((void **)&w.encoded,
-                   qcoll__codec_encoded_bytes(QCOLL_QUANT_INT8, w.n)));
+                        qcoll__codec_encoded_bytes(QCOLL_QUANT_INT8, w.n)));
   /* Non-trivial values: every group gets its own scale. */
   float *host = malloc(value_bytes);
   if (!host) return 1;

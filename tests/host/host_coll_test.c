@@ -366,7 +366,7 @@ static void test_barrier(void) {
   OK(qcoll_barrier(T.comm, NULL));
   double waited = now_s() - t0;
   EXPECT(waited >= 0.15, "barrier returned after %.3f s, before rank 0 arrived",
-        waited);
+         waited);
   for (int i = 0; i < 20; i++) OK(qcoll_barrier(T.comm, NULL));
 }
 
@@ -481,9 +481,9 @@ static void check_segment_unlinked(void) {
   char path[128];
   snprintf(path, sizeof path, "/dev/shm%s", name);
   EXPECT(name[0] == '/' && strncmp(name, "/qcoll", 6) == 0, "segment name '%s'",
-        name);
+         name);
   EXPECT(access(path, F_OK) != 0 && errno == ENOENT,
-        "%s still exists after init", path);
+         "%s still exists after init", path);
 }
 
 int main(int argc, char **argv) {
@@ -559,9 +559,9 @@ int main(int argc, char **argv) {
   OK(qcoll_all_gather(&T.hash, hashes, 1, QCOLL_U64, T.comm, NULL));
   for (int r = 0; r < T.n; r++)
     EXPECT(hashes[r] == T.hash,
-          "rank %d's results hash to %016" PRIx64
-          ", this rank's to %016" PRIx64,
-          r, hashes[r], T.hash);
+           "rank %d's results hash to %016" PRIx64
+           ", this rank's to %016" PRIx64,
+           r, hashes[r], T.hash);
   free(hashes);
 
   /* Gather the failure counts so rank 0's line speaks for everyone. */

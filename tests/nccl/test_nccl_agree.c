@@ -70,7 +70,8 @@ int main(int argc, char **argv) {
           local);
 
   /* Remembered, identically, without another agreement round. */
-  CHECK(qcoll__nccl_comm_get(&comm->ctx, &nccl) == QCOLL_ERR_UNSUPPORTED, "again");
+  CHECK(qcoll__nccl_comm_get(&comm->ctx, &nccl) == QCOLL_ERR_UNSUPPORTED,
+        "again");
   CHECK(!strcmp(qcoll__nccl_comm_refusal(&comm->ctx), local), "reason changed");
 
   free(all);

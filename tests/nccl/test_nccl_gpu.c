@@ -177,7 +177,8 @@ static void check_all_reduce(qcoll_dtype_t t, qcoll_op_t op, bool in_place) {
     put(t, send.host, i, value(rank, i, t, op));
   upload(&send);
   dbuf_t *out = in_place ? &send : &recv;
-  QOK(qcoll__nccl_all_reduce(&comm->ctx, send.dev, out->dev, COUNT, t, op, stream));
+  QOK(qcoll__nccl_all_reduce(&comm->ctx, send.dev, out->dev, COUNT, t, op,
+                             stream));
   check_current_device("qcoll__nccl_all_reduce");
   download(out);
   double tol = tolerance(t, op);
@@ -209,8 +210,8 @@ static void check_rooted(void) {
     ((int32_t *)send.host)[i] = (int32_t)value(rank, i, QCOLL_I32, QCOLL_SUM);
   upload(&send);
   /* reduce: only root's recvbuf, which may be NULL elsewhere */
-  QOK(qcoll__nccl_reduce(&comm->ctx, send.dev, rank == root ? recv.dev : NULL, COUNT,
-                         QCOLL_I32, QCOLL_SUM, root, stream));
+  QOK(qcoll__nccl_reduce(&comm->ctx, send.dev, rank == root ? recv.dev : NULL,
+                         COUNT, QCOLL_I32, QCOLL_SUM, root, stream));
   check_current_device("qcoll__nccl_reduce");
   download(&recv);
   if (rank == root)
@@ -221,8 +222,8 @@ static void check_rooted(void) {
   /* broadcast from root, sendbuf NULL elsewhere */
   for (size_t i = 0; i < COUNT; i++) ((int32_t *)send.host)[i] = code(rank, i);
   upload(&send);
-  QOK(qcoll__nccl_broadcast(&comm->ctx, rank == root ? send.dev : NULL, recv.dev,
-                            COUNT, QCOLL_I32, root, stream));
+  QOK(qcoll__nccl_broadcast(&comm->ctx, rank == root ? send.dev : NULL,
+                            recv.dev, COUNT, QCOLL_I32, root, stream));
   check_current_device("qcoll__nccl_broadcast");
   download(&recv);
   for (size_t i = 0; i < COUNT; i++)
@@ -246,7 +247,8 @@ static void check_gather_scatter(bool in_place) {
   upload(&big);
   const void *send =
       in_place ? (const char *)big.dev + (size_t)rank * COUNT * 4 : small.dev;
-  QOK(qcoll__nccl_all_gather(&comm->ctx, send, big.dev, COUNT, QCOLL_I32, stream));
+  QOK(qcoll__nccl_all_gather(&comm->ctx, send, big.dev, COUNT, QCOLL_I32,
+                             stream));
   check_current_device("qcoll__nccl_all_gather");
   download(&big);
   for (size_t r = 0; r < n; r++)
@@ -326,8 +328,8 @@ static void check_graph_replay(void) {
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
-  QOK(qcoll__nccl_all_reduce(&comm->ctx, b.dev, b.dev, COUNT, QCOLL_F32, QCOLL_SUM,
-                             stream));
+  QOK(qcoll__nccl_all_reduce(&comm->ctx, b.dev, b.dev, COUNT, QCOLL_F32,
+                             QCOLL_SUM, stream));
   CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
   CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
   for (int replay = 0; replay < 5; replay++) {
@@ -397,7 +399,8 @@ static void check_same_everywhere(const char *text) {
 
 static int finish(int code) {
   qcoll__nccl_comm_destroy(&comm->ctx);
-  CHECK(qcoll__nccl_comm_state(&comm->ctx) == QCOLL__NCCL_UNTRIED, "after destroy");
+  CHECK(qcoll__nccl_comm_state(&comm->ctx) == QCOLL__NCCL_UNTRIED,
+        "after destroy");
   CHECK(qcoll_comm_destroy(comm) == QCOLL_OK, "%s", qcoll_last_error());
   return code;
 }
@@ -517,7 +520,8 @@ static int run_shared(bool let_nccl_decide) {
   if (!qcoll__nccl_available(why, sizeof why)) {
     /* Still collective: every rank must take part in the refusal. */
     void *nccl;
-    CHECK(qcoll__nccl_comm_get(&comm->ctx, &nccl) == QCOLL_ERR_UNSUPPORTED, "refuse");
+    CHECK(qcoll__nccl_comm_get(&comm->ctx, &nccl) == QCOLL_ERR_UNSUPPORTED,
+          "refuse");
     printf("skipped: %s\n", why);
     return finish(SKIP);
   }

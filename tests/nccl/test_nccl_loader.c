@@ -212,7 +212,8 @@ static void communicator_refuses_nccl(void **state) {
   assert_int_equal(qcoll__nccl_comm_state(&comm->ctx), QCOLL__NCCL_UNTRIED);
 
   void *nccl = &x;
-  assert_int_equal(qcoll__nccl_comm_get(&comm->ctx, &nccl), QCOLL_ERR_UNSUPPORTED);
+  assert_int_equal(qcoll__nccl_comm_get(&comm->ctx, &nccl),
+                   QCOLL_ERR_UNSUPPORTED);
   assert_null(nccl);
   assert_int_equal(qcoll__nccl_comm_state(&comm->ctx), QCOLL__NCCL_REFUSED);
   const char *refusal = qcoll__nccl_comm_refusal(&comm->ctx);
@@ -226,7 +227,8 @@ static void communicator_refuses_nccl(void **state) {
   assert_non_null(strstr(qcoll_comm_last_error(comm), refusal));
 
   /* Remembered: the same answer, and the collectives refuse too. */
-  assert_int_equal(qcoll__nccl_comm_get(&comm->ctx, &nccl), QCOLL_ERR_UNSUPPORTED);
+  assert_int_equal(qcoll__nccl_comm_get(&comm->ctx, &nccl),
+                   QCOLL_ERR_UNSUPPORTED);
   assert_int_equal(
       qcoll__nccl_all_reduce(&comm->ctx, &x, &x, 1, QCOLL_I32, QCOLL_SUM, NULL),
       QCOLL_ERR_UNSUPPORTED);

@@ -221,8 +221,8 @@ static void mode_abort(void) {
     printf(
         "rank 0: %s: %s %.2f ms after qcoll_comm_abort (it had waited "
         "%.0f ms): %s\n",
-        check_failures ? "FAIL" : "PASS", qcoll_status_string(st), unblock * 1e3,
-        (t1 - t0) * 1e3, msg);
+        check_failures ? "FAIL" : "PASS", qcoll_status_string(st),
+        unblock * 1e3, (t1 - t0) * 1e3, msg);
   else
     printf("rank %d: %s: %s after %.2f ms: %s\n", rel_rank,
            check_failures ? "FAIL" : "PASS", qcoll_status_string(st),
@@ -275,8 +275,8 @@ static void mode_never(double timeout_s) {
   free(x);
   finish();
   printf("rank %d: %s: %s after %.3f s (QCOLL_TIMEOUT %.1f s): %s\n", rel_rank,
-         check_failures ? "FAIL" : "PASS", qcoll_status_string(st), dt, timeout_s,
-         msg);
+         check_failures ? "FAIL" : "PASS", qcoll_status_string(st), dt,
+         timeout_s, msg);
 }
 
 /* ---- a rank killed during start-up --------------------------------------- */

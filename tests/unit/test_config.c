@@ -86,11 +86,11 @@ static void config_is_typed_and_bad_values_give_defaults(void **state) {
   assert_false(c.nccl_blocking);
   assert_int_equal(c.oneshot_max_bytes, 1u << 20);
 
-  setenv("QCOLL_TIMEOUT", "0", 1);        /* out of range */
-  setenv("QCOLL_ROOT_PORT", "70000", 1);  /* out of range */
-  setenv("QCOLL_SPIN_US", "-4", 1);       /* out of range */
-  setenv("QCOLL_CHECK", "maybe", 1);      /* not a boolean */
-  setenv("QCOLL_NCCL_BLOCKING", "2", 1);  /* not a boolean */
+  setenv("QCOLL_TIMEOUT", "0", 1);       /* out of range */
+  setenv("QCOLL_ROOT_PORT", "70000", 1); /* out of range */
+  setenv("QCOLL_SPIN_US", "-4", 1);      /* out of range */
+  setenv("QCOLL_CHECK", "maybe", 1);     /* not a boolean */
+  setenv("QCOLL_NCCL_BLOCKING", "2", 1); /* not a boolean */
   setenv("QCOLL_ONESHOT_MAX_BYTES", "big", 1);
   qcoll__config_read(&c);
   assert_true(c.timeout_s == 300.0);
@@ -99,9 +99,9 @@ static void config_is_typed_and_bad_values_give_defaults(void **state) {
   assert_false(c.check);
   assert_true(c.nccl_blocking);
   assert_int_equal(c.oneshot_max_bytes, 256u << 10);
-  const char *vars[] = {"QCOLL_TIMEOUT", "QCOLL_ROOT_PORT", "QCOLL_SPIN_US",
-                        "QCOLL_CHECK", "QCOLL_NCCL_BLOCKING",
-                        "QCOLL_ONESHOT_MAX_BYTES"};
+  const char *vars[] = {"QCOLL_TIMEOUT",       "QCOLL_ROOT_PORT",
+                        "QCOLL_SPIN_US",       "QCOLL_CHECK",
+                        "QCOLL_NCCL_BLOCKING", "QCOLL_ONESHOT_MAX_BYTES"};
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
 }
 
