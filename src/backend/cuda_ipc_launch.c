@@ -124,11 +124,8 @@ qcoll_status_t qcoll__cuda_all_reduce(qcoll__ctx_t *comm, const void *sendbuf,
                         qcoll_dtype_name(dtype), qcoll_op_name(op));
   size_t elem = qcoll_dtype_size(dtype);
   qcoll__ipc_algo_t ipc_algo;
+  /* The selection table chose the kernel; this only carries it out. */
   switch (algo) {
-    case QCOLL_ALGO_AUTO:
-      ipc_algo = count * elem <= cc->oneshot_max_bytes ? QCOLL_IPC_ONESHOT
-                                                       : QCOLL_IPC_TWOSHOT;
-      break;
     case QCOLL_ALGO_ONESHOT: ipc_algo = QCOLL_IPC_ONESHOT; break;
     case QCOLL_ALGO_TWOSHOT: ipc_algo = QCOLL_IPC_TWOSHOT; break;
     default:

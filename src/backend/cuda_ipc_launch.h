@@ -14,8 +14,9 @@
 extern "C" {
 #endif
 
-/* All-reduce of GPU buffers through the IPC kernels.  algo is ONESHOT,
- * TWOSHOT or AUTO (size-based choice); quant is resolved (never DEFAULT). */
+/* All-reduce of GPU buffers through the IPC kernels.  algo is the
+ * selection table's final choice, ONESHOT or TWOSHOT (anything else is
+ * refused); quant is resolved (never DEFAULT). */
 qcoll_status_t qcoll__cuda_all_reduce(qcoll__ctx_t *comm, const void *sendbuf,
                                       void *recvbuf, size_t count,
                                       qcoll_dtype_t dtype, qcoll_op_t op,
