@@ -488,10 +488,15 @@ int qcoll__pending_accept(qcoll__pending_pool_t *pool, int listen_fd,
 void qcoll__pending_service(qcoll__pending_pool_t *pool,
                             const struct pollfd *pfds,
                             const qcoll__pending_handler_t *h) {
-  /* Downward, so removing item i (the last one moves into its slot)
-   * leaves the items still to visit where pfds says they are. */
+  /* Which items poll found readable, noted before any handler runs: a
+   * handler may move the caller's poll array (the root's grows when the
+   * first hello tells it the world's size), so pfds is not read after. */
+  for (int i = 0; i < pool->count; i++)
+    pool->items[i].ready = pfds[i].revents != 0;
+  /* Downward, so removing item i (the last one, already visited, moves
+   * into its slot) leaves the items still to visit in place. */
   for (int i = pool->count - 1; i >= 0; i--)
-    if (pfds[i].revents) pending_progress(pool, i, h);
+    if (pool->items[i].ready) pending_progress(pool, i, h);
   for (int i = pool->count - 1; i >= 0; i--) {
     qcoll__pending_t *p = &pool->items[i];
     if (!qcoll__deadline_passed(p->deadline)) continue;

@@ -97,6 +97,7 @@ typedef struct qcoll__pending {
   size_t have;
   qcoll__deadline_t deadline;
   char peer[QCOLL__ADDRSTR_MAX];
+  bool ready; /* poll found it readable (qcoll__pending_service) */
   uint8_t buf[QCOLL__BOOT_HELLO_BYTES];
 } qcoll__pending_t;
 
@@ -143,7 +144,8 @@ void qcoll__pending_pool_free(qcoll__pending_pool_t *pool);
 int qcoll__pending_accept(qcoll__pending_pool_t *pool, int listen_fd,
                           const qcoll__pending_handler_t *h);
 /* Read from every item whose pollfd in pfds[0..count) has events, then
- * drop the items past their deadline. */
+ * drop the items past their deadline.  pfds is read before any handler
+ * runs, so a handler may reallocate the array it lies in. */
 void qcoll__pending_service(qcoll__pending_pool_t *pool,
                             const struct pollfd *pfds,
                             const qcoll__pending_handler_t *h);
