@@ -233,7 +233,9 @@ static void case_stall(const qcoll__runtime_t *rt, bool exits) {
   double took = now_s() - t0;
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   printf("child exited with %d after %.3f s\n", code, took);
-  if (exits && (code != QCOLL__STALL_EXIT_CODE || took > 3 * TIMEOUT_S))
+  /* The exit code tells the watchdog's exit from the child's own; the
+   * time bound is loose, for sanitizer builds on loaded machines. */
+  if (exits && (code != QCOLL__STALL_EXIT_CODE || took > 8 * TIMEOUT_S))
     fail("%s",
          "the stalled process did not exit with 70 a deadline after "
          "the abort");
