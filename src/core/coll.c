@@ -360,7 +360,7 @@ static void warn_forced_nccl(qcoll_comm_t comm, const call_t *c, bool nccl_ok) {
             "%s: NCCL is forced with %d ranks on one GPU, more than "
             "QCOLL_SHARED_GPU_NCCL_MAX_RANKS (%lld), where NCCL was seen to "
             "stall; the NCCL watchdog aborts it after QCOLL_TIMEOUT (%.1f s)",
-            qcoll__coll_fn(c->kind), in.ranks_per_gpu,
+            qcoll__coll_fn(c->call.coll), in.ranks_per_gpu,
             comm->ctx.config.shared_gpu_nccl_max_ranks, comm->ctx.timeout_s);
 }
 
