@@ -26,9 +26,14 @@
 # qcoll; ...), so a change is measured against MPI in the same rounds as the
 # code before it; the table then has "before" columns.
 #
+# QCOLL_BIND=1 starts qcoll's ranks (and the baseline's) the way mpirun
+# places MPI's: each bound to one CPU (bench/pin-rank.sh) when there are no
+# more ranks than CPUs, not bound otherwise; by default (0) they run as
+# qcoll-run starts them, not bound.
+#
 # Knobs (environment): RANKS ("2 4"), ROUNDS (5), SIZES ("-b 8 -e 64M -f 2"),
 # ITERS ("-n 20 -w 5"), DTYPE (f32), PLACEMENT (1), PLACEMENT_ROUNDS (3),
-# PLACEMENT_SIZES ("-b 8 -e 2M -f 8"), BASELINE (none), BUILD_DIR
+# PLACEMENT_SIZES ("-b 8 -e 2M -f 8"), BASELINE (none), QCOLL_BIND (0), BUILD_DIR
 # (build-bench), OUT ($BUILD_DIR/host-vs-mpi), PLOT
 # (docs/results/host-vs-mpi.png; PLOT=none: no plot).
 set -euo pipefail
@@ -46,6 +51,7 @@ BUILD_DIR=${BUILD_DIR:-build-bench}
 OUT=${OUT:-$BUILD_DIR/host-vs-mpi}
 PLOT=${PLOT:-docs/results/host-vs-mpi.png}
 BASELINE=${BASELINE:-}
+QCOLL_BIND=${QCOLL_BIND:-0}
 
 # ---- what it needs -----------------------------------------------------------
 scripts/deps.sh
@@ -110,6 +116,7 @@ mkdir -p "$OUT"
   echo "mpi: $(mpirun --version | head -1)"
   echo "qcoll: $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (working tree with uncommitted changes)'), CMake RelWithDebInfo, QCOLL_WITH_CUDA=OFF"
   [ -n "$BASELINE" ] && echo "baseline: $(git rev-parse "$BASELINE") ($BASELINE)"
+  echo "qcoll placement: $([ "$QCOLL_BIND" = 1 ] && echo "bound one rank per CPU when ranks <= CPUs (QCOLL_BIND=1)" || echo "as qcoll-run starts them (not bound)")"
   echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$OUT/machine.txt"
 
@@ -134,11 +141,12 @@ run_cmd() {
 
 # One run of the main sweep: OUT/<lib>-n<N>-r<round>.*
 run_one() {
-  local lib=$1 n=$2 round=$3
+  local lib=$1 n=$2 round=$3 bind=()
+  [ "$QCOLL_BIND" = 1 ] && [ "$n" -le "$(nproc --all)" ] && bind=(bench/pin-rank.sh)
   if [ "$lib" = qcoll ]; then
-    cmd=("$RUN" -n "$n" "$QPERF" --mem host "${ARGS[@]}")
+    cmd=("$RUN" -n "$n" "${bind[@]}" "$QPERF" --mem host "${ARGS[@]}")
   elif [ "$lib" = base ]; then
-    cmd=("$BASE_RUN" -n "$n" "$BASE_QPERF" --mem host "${ARGS[@]}")
+    cmd=("$BASE_RUN" -n "$n" "${bind[@]}" "$BASE_QPERF" --mem host "${ARGS[@]}")
   else
     cmd=("${MPIRUN[@]}" -n "$n" "$MPERF" "${ARGS[@]}")
   fi
