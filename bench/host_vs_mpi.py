@@ -8,7 +8,11 @@ the median time over the rounds of each library (out-of-place and
 in-place) and the ratio mpi_time / qcoll_time (> 1: qcoll is faster), the
 range of the per-round ratios (round k's qcoll against round k's MPI, run
 back to back), and the geometric mean of the ratios over the sizes.
-Refuses outputs whose check failed or whose sizes differ.
+Refuses outputs whose check failed or whose sizes differ.  With --baseline,
+OUT/base-n<N>-r<round>.* are a second qcoll build (an earlier revision)
+measured in the same rounds: the table then also gives its ratio to MPI
+("before"), so a change is judged against MPI run by run, not against
+times taken at another moment on a shared machine.
 """
 import argparse
 import math
@@ -17,7 +21,7 @@ import statistics
 import sys
 
 LIBS = ("qcoll", "mpi")
-LABEL = {"qcoll": "qcoll host", "mpi": "MPI"}
+LABEL = {"qcoll": "qcoll host", "mpi": "MPI", "base": "qcoll baseline"}
 # qcoll's host all-reduce is one-shot up to QCOLL_SHM_ONESHOT_BYTES (64 KiB
 # by default) and reduce-scatter + all-gather above: the geometric means are
 # also given on each side of it.
@@ -48,12 +52,12 @@ def parse_table(path):
     return rows
 
 
-def load(d, n, rounds):
+def load(d, n, rounds, libs):
     """runs[lib] = list over rounds of {size: (oop, ip)}."""
     runs = {lib: [parse_table(os.path.join(d, f"{lib}-n{n}-r{r}.out"))
-                  for r in range(1, rounds + 1)] for lib in LIBS}
+                  for r in range(1, rounds + 1)] for lib in libs}
     sizes = sorted(runs["qcoll"][0])
-    for lib in LIBS:
+    for lib in libs:
         for r, rows in enumerate(runs[lib], 1):
             if sorted(rows) != sizes:
                 sys.exit(f"{lib} round {r} with {n} ranks measured other sizes")
@@ -84,6 +88,12 @@ def summarise(sizes, runs):
                           "lo": min(round_ratios), "hi": max(round_ratios),
                           "q_lo": min(per["qcoll"]), "q_hi": max(per["qcoll"]),
                           "m_lo": min(per["mpi"]), "m_hi": max(per["mpi"])}
+            if "base" in runs:
+                b = [run[s][k] for run in runs["base"]]
+                base_ratios = [mi / bi for bi, mi in zip(b, per["mpi"])]
+                row[place].update(base=statistics.median(b),
+                                  base_ratio=m / statistics.median(b),
+                                  base_lo=min(base_ratios), base_hi=max(base_ratios))
         rows.append(row)
     return rows
 
@@ -93,17 +103,27 @@ def fmt_us(us):
 
 
 def table_md(n, rows, rounds):
+    with_base = "base" in rows[0]["oop"]
+    base_head = ("| before (us) | before ratio | before round range " if with_base else "")
+    base_rule = (" ---: | ---: | :---: |" if with_base else "")
     out = [f"### {n} ranks\n",
            f"Median over {rounds} rounds; ratio = MPI time / qcoll time (> 1: qcoll is faster); "
-           "round range = the smallest and largest ratio of one round's back-to-back pair.\n",
-           "| size | qcoll (us) | MPI (us) | ratio | round range | in-place qcoll (us) "
-           "| in-place MPI (us) | in-place ratio |",
-           "| ---: | ---: | ---: | ---: | :---: | ---: | ---: | ---: |"]
+           "round range = the smallest and largest ratio of one round's back-to-back pair"
+           + ("; before = the baseline build, in the same rounds" if with_base else "")
+           + ".\n",
+           "| size | qcoll (us) | MPI (us) | ratio | round range " + base_head
+           + "| in-place qcoll (us) | in-place MPI (us) | in-place ratio |"
+           + (" in-place before ratio |" if with_base else ""),
+           "| ---: | ---: | ---: | ---: | :---: |" + base_rule + " ---: | ---: | ---: |"
+           + (" ---: |" if with_base else "")]
     for r in rows:
         o, i = r["oop"], r["ip"]
+        base_cells = (f"| {fmt_us(o['base'])} | {o['base_ratio']:.2f} "
+                      f"| {o['base_lo']:.2f} – {o['base_hi']:.2f} " if with_base else "")
         out.append(f"| {human(r['size'])} | {fmt_us(o['qcoll'])} | {fmt_us(o['mpi'])} "
-                   f"| **{o['ratio']:.2f}** | {o['lo']:.2f} – {o['hi']:.2f} "
-                   f"| {fmt_us(i['qcoll'])} | {fmt_us(i['mpi'])} | {i['ratio']:.2f} |")
+                   f"| **{o['ratio']:.2f}** | {o['lo']:.2f} – {o['hi']:.2f} " + base_cells
+                   + f"| {fmt_us(i['qcoll'])} | {fmt_us(i['mpi'])} | {i['ratio']:.2f} |"
+                   + (f" {i['base_ratio']:.2f} |" if with_base else ""))
     out.append("")
     for label, pick in (("all sizes", lambda s: True),
                         (f"<= {human(ONESHOT_BYTES)} (qcoll one-shot)",
@@ -115,8 +135,12 @@ def table_md(n, rows, rounds):
             continue
         g_oop = geomean([r["oop"]["ratio"] for r in sel])
         g_ip = geomean([r["ip"]["ratio"] for r in sel])
+        before = ""
+        if with_base:
+            before = (f" (before: {geomean([r['oop']['base_ratio'] for r in sel]):.2f}"
+                      f" and {geomean([r['ip']['base_ratio'] for r in sel]):.2f})")
         out.append(f"- geometric mean ratio, {label}, {len(sel)} sizes: "
-                   f"**{g_oop:.2f}** out of place, {g_ip:.2f} in place")
+                   f"**{g_oop:.2f}** out of place, {g_ip:.2f} in place{before}")
     out.append("")
     return "\n".join(out)
 
@@ -221,11 +245,18 @@ def raw_run_md(base, title):
     return "\n".join(out)
 
 
-def raw_md(d, n, rounds):
+def round_order(libs, r):
+    """The order bench/host_vs_mpi.sh ran the libraries in round r."""
+    if len(libs) == 2:
+        return libs if r % 2 == 1 else tuple(reversed(libs))
+    k = (r - 1) % len(libs)
+    return libs[k:] + libs[:k]
+
+
+def raw_md(d, n, rounds, libs):
     out = [f"### {n} ranks\n"]
     for r in range(1, rounds + 1):
-        order = LIBS if r % 2 == 1 else tuple(reversed(LIBS))
-        for lib in order:
+        for lib in round_order(libs, r):
             out.append(raw_run_md(os.path.join(d, f"{lib}-n{n}-r{r}"), f"round {r}, {LABEL[lib]}"))
     return "\n".join(out)
 
@@ -249,14 +280,18 @@ def main():
     ap.add_argument("--raw", required=True)
     ap.add_argument("--placement", default="", help="variants of the placement runs")
     ap.add_argument("--placement-rounds", type=int, default=0)
+    ap.add_argument("--baseline", action="store_true",
+                    help="OUT/base-* runs of a baseline build are there too")
+    ap.add_argument("--no-plot", action="store_true")
     a = ap.parse_args()
+    libs = ("qcoll", "base", "mpi") if a.baseline else LIBS
     ns = [int(x) for x in a.ranks.split()]
     per_n, parts, raw = {}, [], []
     for n in ns:
-        sizes, runs = load(a.dir, n, a.rounds)
+        sizes, runs = load(a.dir, n, a.rounds, libs)
         per_n[n] = summarise(sizes, runs)
         parts.append(table_md(n, per_n[n], a.rounds))
-        raw.append(raw_md(a.dir, n, a.rounds))
+        raw.append(raw_md(a.dir, n, a.rounds, libs))
     variants = a.placement.split()
     if variants:
         parts.append(placement_md(a.dir, variants, a.placement_rounds))
@@ -265,13 +300,22 @@ def main():
         machine = f.read().rstrip()
     with open(a.summary, "w") as f:
         f.write("```\n" + machine + "\n```\n\n")
-        total = 2 * len(ns) * a.rounds + len(variants) * a.placement_rounds
+        total = len(libs) * len(ns) * a.rounds + len(variants) * a.placement_rounds
         f.write(f"Every run ({total} of them) reported #wrong 0 on every row.\n\n")
+        loads = []
+        for name in sorted(os.listdir(a.dir)):
+            if name.endswith(".load"):
+                with open(os.path.join(a.dir, name)) as lf:
+                    loads.append(float(lf.read().split()[0]))
+        if loads:
+            f.write(f"1-minute load average before the runs: {min(loads):.2f} – "
+                    f"{max(loads):.2f} (median {statistics.median(loads):.2f}).\n\n")
         f.write("\n".join(parts))
     with open(a.raw, "w") as f:
         f.write("\n".join(raw))
-    os.makedirs(os.path.dirname(a.plot) or ".", exist_ok=True)
-    plot(a.plot, per_n)
+    if not a.no_plot:
+        os.makedirs(os.path.dirname(a.plot) or ".", exist_ok=True)
+        plot(a.plot, per_n)
 
 
 if __name__ == "__main__":

@@ -20,10 +20,22 @@
 # mpirun binds), qcoll with QCOLL_SPIN_US=0 (waits sleep at once), MPI as
 # mpirun starts it (bound to cores) and MPI with --bind-to none.
 #
+# BASELINE=<git revision> also builds qcoll at that revision (from git
+# archive, into $BUILD_DIR/baseline) and runs it as a third participant of
+# every round (the order rotates: qcoll, baseline, MPI; baseline, MPI,
+# qcoll; ...), so a change is measured against MPI in the same rounds as the
+# code before it; the table then has "before" columns.
+#
+# QCOLL_BIND=1 starts qcoll's ranks (and the baseline's) the way mpirun
+# places MPI's: each bound to one CPU (bench/pin-rank.sh) when there are no
+# more ranks than CPUs, not bound otherwise; by default (0) they run as
+# qcoll-run starts them, not bound.
+#
 # Knobs (environment): RANKS ("2 4"), ROUNDS (5), SIZES ("-b 8 -e 64M -f 2"),
 # ITERS ("-n 20 -w 5"), DTYPE (f32), PLACEMENT (1), PLACEMENT_ROUNDS (3),
-# PLACEMENT_SIZES ("-b 8 -e 2M -f 8"), BUILD_DIR (build-bench),
-# OUT ($BUILD_DIR/host-vs-mpi), PLOT (docs/results/host-vs-mpi.png).
+# PLACEMENT_SIZES ("-b 8 -e 2M -f 8"), BASELINE (none), QCOLL_BIND (0), BUILD_DIR
+# (build-bench), OUT ($BUILD_DIR/host-vs-mpi), PLOT
+# (docs/results/host-vs-mpi.png; PLOT=none: no plot).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,6 +50,8 @@ PLACEMENT_SIZES=${PLACEMENT_SIZES:-"-b 8 -e 2M -f 8"}
 BUILD_DIR=${BUILD_DIR:-build-bench}
 OUT=${OUT:-$BUILD_DIR/host-vs-mpi}
 PLOT=${PLOT:-docs/results/host-vs-mpi.png}
+BASELINE=${BASELINE:-}
+QCOLL_BIND=${QCOLL_BIND:-0}
 
 # ---- what it needs -----------------------------------------------------------
 scripts/deps.sh
@@ -65,6 +79,20 @@ mpicc -std=c11 -O2 -g -Wall -Wextra -Itools/qcoll-perf -o "$BUILD_DIR/bench/mpi-
 
 RUN=$BUILD_DIR/tools/qcoll-run/qcoll-run
 QPERF=$BUILD_DIR/tools/qcoll-perf/qcoll-perf
+LIBS=(qcoll mpi)
+if [ -n "$BASELINE" ]; then
+  BASE_SRC=$BUILD_DIR/baseline/src
+  rm -rf "$BUILD_DIR/baseline"
+  mkdir -p "$BASE_SRC"
+  git archive "$BASELINE" | tar -x -C "$BASE_SRC"
+  cmake -S "$BASE_SRC" -B "$BUILD_DIR/baseline/build" -DQCOLL_WITH_CUDA=OFF \
+    -DBUILD_TESTING=OFF >/dev/null
+  cmake --build "$BUILD_DIR/baseline/build" -j"${QCOLL_JOBS:-2}" \
+    --target qcoll-run qcoll-perf >/dev/null
+  BASE_RUN=$BUILD_DIR/baseline/build/tools/qcoll-run/qcoll-run
+  BASE_QPERF=$BUILD_DIR/baseline/build/tools/qcoll-perf/qcoll-perf
+  LIBS=(qcoll base mpi)
+fi
 MPERF=$BUILD_DIR/bench/mpi-perf
 # Shared memory only: the ob1 messaging layer over the "vader" shared-memory
 # transport (and "self" for a rank's messages to itself).  --oversubscribe:
@@ -87,6 +115,8 @@ mkdir -p "$OUT"
   echo "compiler: $(cc --version | head -1)"
   echo "mpi: $(mpirun --version | head -1)"
   echo "qcoll: $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (working tree with uncommitted changes)'), CMake RelWithDebInfo, QCOLL_WITH_CUDA=OFF"
+  [ -n "$BASELINE" ] && echo "baseline: $(git rev-parse "$BASELINE") ($BASELINE)"
+  echo "qcoll placement: $([ "$QCOLL_BIND" = 1 ] && echo "bound one rank per CPU when ranks <= CPUs (QCOLL_BIND=1)" || echo "as qcoll-run starts them (not bound)")"
   echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$OUT/machine.txt"
 
@@ -111,9 +141,12 @@ run_cmd() {
 
 # One run of the main sweep: OUT/<lib>-n<N>-r<round>.*
 run_one() {
-  local lib=$1 n=$2 round=$3
+  local lib=$1 n=$2 round=$3 bind=()
+  [ "$QCOLL_BIND" = 1 ] && [ "$n" -le "$(nproc --all)" ] && bind=(bench/pin-rank.sh)
   if [ "$lib" = qcoll ]; then
-    cmd=("$RUN" -n "$n" "$QPERF" --mem host "${ARGS[@]}")
+    cmd=("$RUN" -n "$n" "${bind[@]}" "$QPERF" --mem host "${ARGS[@]}")
+  elif [ "$lib" = base ]; then
+    cmd=("$BASE_RUN" -n "$n" "${bind[@]}" "$BASE_QPERF" --mem host "${ARGS[@]}")
   else
     cmd=("${MPIRUN[@]}" -n "$n" "$MPERF" "${ARGS[@]}")
   fi
@@ -138,13 +171,15 @@ run_placement() {
 
 for n in $RANKS; do
   for round in $(seq 1 "$ROUNDS"); do
-    if [ $((round % 2)) -eq 1 ]; then
-      run_one qcoll "$n" "$round"
-      run_one mpi "$n" "$round"
-    else
-      run_one mpi "$n" "$round"
-      run_one qcoll "$n" "$round"
-    fi
+    # Two libraries alternate which goes first; three rotate.
+    for i in "${!LIBS[@]}"; do
+      if [ ${#LIBS[@]} -eq 2 ]; then
+        k=$(((round % 2 == 1) ? i : 1 - i))
+      else
+        k=$(((i + round - 1) % ${#LIBS[@]}))
+      fi
+      run_one "${LIBS[k]}" "$n" "$round"
+    done
   done
 done
 if [ "$PLACEMENT" = 1 ]; then
@@ -162,6 +197,8 @@ echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/machine.txt
 PY_PLACEMENT=()
 [ "$PLACEMENT" = 1 ] &&
   PY_PLACEMENT=(--placement "$PLACEMENT_VARIANTS" --placement-rounds "$PLACEMENT_ROUNDS")
+[ -n "$BASELINE" ] && PY_PLACEMENT+=(--baseline)
+[ "$PLOT" = none ] && PY_PLACEMENT+=(--no-plot)
 python3 bench/host_vs_mpi.py --dir "$OUT" --ranks "$RANKS" --rounds "$ROUNDS" \
   --plot "$PLOT" --summary "$OUT/summary.md" --raw "$OUT/raw.md" "${PY_PLACEMENT[@]}"
 cat "$OUT/summary.md"

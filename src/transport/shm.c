@@ -26,16 +26,21 @@
  * for few ranks), one quarter for the pair buffers (each at most
  * QCOLL_P2P_BYTES), so 64 ranks fit in about QCOLL_SHM_BYTES.
  *
- * Waits.  A wait polls for QCOLL_SPIN_US (busy when the host has at least
- * as many CPUs as local ranks; yielding the CPU between polls with up to
- * YIELD_RANKS_PER_CPU ranks per CPU, so the rank being waited for runs at
- * once; not at all beyond that), then sleeps on a shared futex in slices of
- * SLEEP_SLICE_NS.  Before each sleep it checks, in order: this communicator's
- * abort flag, the shared abort word (set by a failing peer), every
- * LIVENESS_PERIOD_S whether a peer process has exited (pidfd, else kill(pid,
- * 0)), and the deadline.  Timeouts and peer failures mark the communicator
- * broken and set the shared abort word, so every other local rank fails
- * promptly too.
+ * Waits.  A wait polls for QCOLL_SPIN_US, then sleeps on a shared futex in
+ * slices of SLEEP_SLICE_NS.  It polls busily only for its first BUSY_POLL_S
+ * and only when the host has at least as many CPUs as local ranks; then (and
+ * from the start with up to YIELD_RANKS_PER_CPU ranks per CPU) it yields the
+ * CPU between polls; beyond that it does not poll.  Counting CPUs does not
+ * tell whether they are free: on a host shared with other work, a rank that
+ * busy-polls for the whole spin holds a CPU that the awaited rank (or the
+ * other work) needs, and the awaited rank, once preempted, comes back only a
+ * time slice later; a yield on an idle CPU returns at once, so an idle host
+ * loses almost nothing (docs/results/host-vs-mpi.md).  Before each sleep it
+ * checks, in order: this communicator's abort flag, the shared abort word
+ * (set by a failing peer), every LIVENESS_PERIOD_S whether a peer process
+ * has exited (pidfd, else kill(pid, 0)), and the deadline.  Timeouts and
+ * peer failures mark the communicator broken and set the shared abort word,
+ * so every other local rank fails promptly too.
  *
  * Posting.  A post stores with release and calls FUTEX_WAKE only when some
  * rank sleeps: a waiter increments the sleeper count before re-reading the
@@ -78,6 +83,7 @@
 #define PAIR_HEADER 128
 #define PAIR_MIN_BYTES 256
 #define SLEEP_SLICE_NS 10000000L /* 10 ms */
+#define BUSY_POLL_S 2e-6         /* the busy head of a wait's polling */
 #define LIVENESS_PERIOD_S 0.05
 #define NAME_MAX_LEN 48
 
@@ -130,7 +136,7 @@ _Static_assert(sizeof(shm_pair_t) == PAIR_HEADER, "pair header size");
 /* How a wait polls before it sleeps, from the host's CPU count (not this
  * process's affinity mask: ranks pinned one per core must still spin). */
 typedef enum poll_mode {
-  POLL_BUSY,  /* a CPU per rank: a busy loop costs nobody anything */
+  POLL_BUSY,  /* a CPU per rank: a short busy head, then yield (below) */
   POLL_YIELD, /* a few ranks per CPU: yield, so the awaited rank runs now */
   POLL_NONE   /* many ranks per CPU: polling would only delay the workers */
 } poll_mode_t;
@@ -420,8 +426,10 @@ static qcoll_status_t wait_word(qcoll__ctx_t *comm, _Atomic uint32_t *word,
   /* Poll before sleeping: a futex round trip costs tens of microseconds. */
   if (shm->spin_s > 0 && shm->poll != POLL_NONE) {
     double spin_end = start + shm->spin_s;
+    double busy_end =
+        shm->poll == POLL_BUSY ? start + QCOLL_MIN(shm->spin_s, BUSY_POLL_S) : 0;
     for (;;) {
-      if (shm->poll == POLL_BUSY) {
+      if (qcoll__now() < busy_end) {
         for (int i = 0; i < 64; i++) {
           if (reached(atomic_load_explicit(word, memory_order_acquire), target))
             return QCOLL_OK;
