@@ -16,7 +16,7 @@ import sys
 
 from ._errors import InvalidUsageError, make_error
 from ._lib import OptionsStruct, decode, lib
-from ._types import DTYPE_BY_NAME
+from ._types import DTYPE_BY_NAME, set_quant_options
 
 _TORCH_DTYPES = None  # torch.dtype -> Dtype, built on first use
 _current_raw_stream = None
@@ -138,5 +138,5 @@ def options(algo_code, quant_code):
     if status:
         _fail(status, None)
     opts.algo = algo_code
-    opts.quant = quant_code
+    set_quant_options(opts, quant_code)
     return opts

@@ -60,6 +60,7 @@ class OptionsStruct(ctypes.Structure):
         ("size", ctypes.c_size_t),
         ("algo", ctypes.c_int),
         ("quant", ctypes.c_int),
+        ("quant_rotate", ctypes.c_int),
     ]
 
 

@@ -101,6 +101,29 @@ def as_algo(value):
     return _parse(Algo, value, "algo", {"ONE_SHOT": Algo.ONESHOT, "TWO_SHOT": Algo.TWOSHOT})
 
 
+QUANT_ROTATE = 0x100
+"""Bit of a quantisation code (quant_code): rotated groups, the "+rot"
+suffix of a name ("int8+rot"; qcoll_options_t.quant_rotate)."""
+
+
+def quant_code(value):
+    """The int a quantisation travels as: the Quant's value, with
+    QUANT_ROTATE for a name ending in "+rot" ("int8+rot") or an int that
+    carries it."""
+    if isinstance(value, str) and value.strip().upper().endswith("+ROT"):
+        return int(as_quant(value.strip()[:-4])) | QUANT_ROTATE
+    if (isinstance(value, int) and not isinstance(value, (bool, Quant))
+            and value & QUANT_ROTATE):
+        return int(as_quant(value & ~QUANT_ROTATE)) | QUANT_ROTATE
+    return int(as_quant(value))
+
+
+def set_quant_options(opts, code):
+    """Fill an OptionsStruct's quant and quant_rotate from a quant_code."""
+    opts.quant = code & ~QUANT_ROTATE
+    opts.quant_rotate = 1 if code & QUANT_ROTATE else 0
+
+
 def as_quant(value):
     """Quant from a Quant, its int value or a name; "fp" means unquantised."""
     if value is None:

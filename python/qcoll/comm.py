@@ -25,7 +25,7 @@ from ._errors import InvalidArgumentError, InvalidUsageError, make_error
 from ._lib import (QCOLL_DEVICE_CURRENT, QCOLL_DEVICE_NONE, QCOLL_UNIQUE_ID_BYTES,
                    ConfigStruct, OptionsStruct, UniqueIdStruct, decode, lib)
 from ._types import (SUPPORTED_DTYPES, Algo, Dtype, Op, Quant, as_algo, as_dtype, as_op,
-                     as_quant)
+                     as_quant, quant_code, set_quant_options)
 
 # What the collectives accept (see the module docstring): any array object
 # (numpy, torch, __cuda_array_interface__, DLPack, buffer protocol); a
@@ -443,7 +443,7 @@ class Comm:
             opts = OptionsStruct()
             _check(lib().qcoll_options_init(ctypes.byref(opts)))
             opts.algo = int(as_algo("auto" if algo is None else algo))
-            opts.quant = int(as_quant(quant))
+            set_quant_options(opts, quant_code(quant))
         with self._lock:
             h = self._live(fn)
             if opts is None:
@@ -517,7 +517,7 @@ class Comm:
             call = _lean.prepare(self, "qcoll_all_reduce", fixed)
         else:
             opts = _lean.options(int(as_algo("auto" if algo is None else algo)),
-                                 int(as_quant(quant)))
+                                 quant_code(quant))
             call = _lean.prepare(self, "qcoll_all_reduce_ex", fixed, opts)
         if key is not None:
             self._prepared[key] = call

@@ -51,6 +51,7 @@ typedef struct qcoll__call {
   size_t send_bytes, recv_bytes; /* bytes this rank reads / writes */
   qcoll__path_t path;
   qcoll_quant_t quant; /* the transfer of the IPC all-reduce (NONE: exact) */
+  bool quant_rotate;   /* with quant: rotated groups (codec.h) */
 } qcoll__call_t;
 
 /* What a backend can do on this communicator, for the selection table. */

@@ -26,9 +26,14 @@ static qcoll_status_t quant_all_reduce(qcoll__ctx_t *comm, const void *sendbuf,
                                        void *recvbuf, size_t count,
                                        qcoll_dtype_t dtype, qcoll_op_t op,
                                        void *stream, qcoll_algo_t algo,
-                                       qcoll_quant_t quant) {
+                                       qcoll_quant_t quant, bool rotate) {
   struct qcoll__cuda_comm *cc = comm->cuda;
   const char *qname = qcoll_quant_name(quant);
+  if (rotate)
+    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
+                        "quantised all-reduce (%s): rotated groups are not "
+                        "implemented by the kernel yet",
+                        qname);
   if (op != QCOLL_SUM)
     return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
                         "quantised all-reduce (%s) supports sum only, not %s: "
@@ -108,7 +113,7 @@ qcoll_status_t qcoll__cuda_all_reduce(qcoll__ctx_t *comm, const void *sendbuf,
                                       void *recvbuf, size_t count,
                                       qcoll_dtype_t dtype, qcoll_op_t op,
                                       void *stream, qcoll_algo_t algo,
-                                      qcoll_quant_t quant) {
+                                      qcoll_quant_t quant, bool rotate) {
   struct qcoll__cuda_comm *cc = comm->cuda;
   if (!cc || !cc->usable)
     return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
@@ -116,7 +121,7 @@ qcoll_status_t qcoll__cuda_all_reduce(qcoll__ctx_t *comm, const void *sendbuf,
                         cc && cc->reason[0] ? cc->reason : "not initialised");
   if (quant != QCOLL_QUANT_NONE && quant != QCOLL_QUANT_DEFAULT)
     return quant_all_reduce(comm, sendbuf, recvbuf, count, dtype, op, stream,
-                            algo, quant);
+                            algo, quant, rotate);
   if (!qcoll__cuda_all_reduce_supported(dtype, op))
     return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
                         "the CUDA IPC all-reduce supports f16, bf16 and f32 "

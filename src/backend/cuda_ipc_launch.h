@@ -21,7 +21,7 @@ qcoll_status_t qcoll__cuda_all_reduce(qcoll__ctx_t *comm, const void *sendbuf,
                                       void *recvbuf, size_t count,
                                       qcoll_dtype_t dtype, qcoll_op_t op,
                                       void *stream, qcoll_algo_t algo,
-                                      qcoll_quant_t quant);
+                                      qcoll_quant_t quant, bool rotate);
 
 /* Every collective of GPU buffers through the kernels of
  * src/coll/cuda/collectives.cu, for every dtype and op: all_reduce (exactly

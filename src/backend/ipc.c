@@ -50,7 +50,7 @@ static qcoll_status_t run_all_reduce(qcoll__ctx_t *ctx,
   return qcoll__cuda_all_reduce(
       ctx, c->sendbuf, c->recvbuf, c->count, c->dtype, c->op, c->stream,
       c->path == QCOLL__PATH_ONESHOT ? QCOLL_ALGO_ONESHOT : QCOLL_ALGO_TWOSHOT,
-      c->quant);
+      c->quant, c->quant_rotate);
 }
 
 /* Every collective, dtype and op on the IPC kernels of collectives.cu. */

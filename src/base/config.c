@@ -90,7 +90,7 @@ static const env_entry_t env_table[] = {
      ENV_STR, 0, 0, 0},
     {"QCOLL_QUANT", "none",
      "quantised transfer for GPU all-reduce: none, fp8, int8, int6, int4, "
-     "int3",
+     "int3; a \"+rot\" suffix (int8+rot) rotates every group first",
      ENV_STR, 0, 0, 0},
     {"QCOLL_QUANT_MIN_BYTES", "1M",
      "messages smaller than this are never quantised", ENV_BYTES,

@@ -9,10 +9,12 @@
  *   encode_group(fmt, in[32], out)        decode_group(fmt, in, out[32])
  *   encode(fmt, in, n, out)               decode(fmt, in, n, out)
  *   per element, for kernels: abs_bits, enc_scale, encode_lane, dec_scale,
- *   decode_lane, store_scale/load_scale, pack/unpack_one; four codes at a
+ *   decode_lane, store_scale/load_scale, pack/unpack_one; rotated groups:
+ *   rotate_group, unrotate_group, rotate, unrotate; four codes at a
  *   time: quad_bytes, pack_quad, quad_code; device only: warp_encode,
  *   warp_decode (one group per warp); segment_max, segment_encode,
- *   segment_decode, store_quad_aligned (four elements per lane).
+ *   segment_decode, store_quad_aligned, segment_rotate, segment_unrotate
+ *   (four elements per lane).
  * fmt is QCOLL_QUANT_FP8, _INT8, _INT6, _INT4 or _INT3; for any other value
  * sizes are 0 and nothing is written.  Host f16/bf16 data converts to and
  * from f32 with base/dtype.h.
@@ -716,6 +718,117 @@ QCOLL_HD void qcoll__codec_decode(qcoll_quant_t fmt, const uint8_t *in,
   }
 }
 
+/* ---- rotated groups ---------------------------------------------------- */
+
+/* An optional fixed orthogonal transform of every group before it is
+ * encoded (a "rotation"): one large value sets the scale of its whole group,
+ * and spreading it over the group's 32 values first leaves the others more
+ * levels.  The transform is linear and the same on every rank, so the sum of
+ * rotated inputs is the rotation of the sum: an all-reduce rotates each
+ * input group once, reduces in the rotated domain and applies the inverse
+ * once to the final decoded group.
+ *
+ *   forward  y = H (D x)          inverse  x = D (H y) * 2^-5
+ *
+ * D flips the sign of element i when bit i of QCOLL_CODEC_ROT_SIGNS is set
+ * (exact); H is the unnormalised 32-point Walsh-Hadamard transform (H H =
+ * 32 I), five butterfly stages h = 1, 2, 4, 8, 16 in that order: for every
+ * i with i & h == 0, (x[i], x[i+h]) becomes (x[i] + x[i+h], x[i] - x[i+h]),
+ * each one correctly rounded f32 operation.  The fixed stage order and
+ * operand order make the result the same bits on host and device; in the
+ * four-values-per-lane layout stages 1 and 2 stay in the lane and stages 4,
+ * 8 and 16 pair lane k with lane k ^ 1, 2, 4 of its segment (one shuffle
+ * each; the lower lane adds, the upper subtracts its own value from its
+ * partner's).  The scaling by 2^-5 is exact unless the result is subnormal.
+ *
+ * Policies.  Zero groups stay zero.  An inf or NaN anywhere in a group makes
+ * the rotated group non-finite, hence (codec policy) the whole group NaN,
+ * as without rotation; so does a finite group whose rotated values
+ * overflow (|sum| > FLT_MAX, possible only for values above FLT_MAX / 32).
+ * The inverse returns the canonical NaN 0x7fc00000 for every NaN and +0 for
+ * every zero (as an unrotated decode).  A tail
+ * group is padded with zeros before the forward transform; its padding
+ * becomes rotated values like the others, and only the real values are
+ * taken after the inverse. */
+#define QCOLL_CODEC_ROT_SIGNS 0x6a09e667u /* fractional bits of sqrt(2) */
+
+QCOLL_HD float qcoll__codec_add(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+
+/* Element i with its sign flipped when bit i of the sign pattern is set. */
+QCOLL_HD float qcoll__codec_rot_sign(float x, int i) {
+  return qcoll__codec_bits_to_f32(
+      qcoll__codec_f32_to_bits(x) ^
+      (((QCOLL_CODEC_ROT_SIGNS >> i) & 1u) << 31));
+}
+
+/* The butterfly stages h = first .. last (powers of two) over n values. */
+QCOLL_HD void qcoll__codec_hadamard(float *x, int n, int first, int last) {
+  int h, i;
+  for (h = first; h <= last; h <<= 1)
+    for (i = 0; i < n; i++)
+      if (!(i & h)) {
+        float lo = x[i], hi = x[i + h];
+        x[i] = qcoll__codec_add(lo, hi);
+        x[i + h] = qcoll__sub_rn_f32(lo, hi);
+      }
+}
+
+/* The inverse's last steps on one value: 2^-5, the sign, NaN canonical and
+ * zero +0 (x + 0 is x for every other value), as an unrotated decode gives
+ * them. */
+QCOLL_HD float qcoll__codec_unrotate_value(float y, int i) {
+  float x = qcoll__codec_rot_sign(qcoll__codec_mul(y, 0.03125f), i);
+  return x != x ? qcoll__codec_bits_to_f32(QCOLL_CODEC_NAN_BITS)
+                : qcoll__codec_add(x, 0.0f);
+}
+
+/* Forward rotation of one group, in place. */
+QCOLL_HD void qcoll__codec_rotate_group(float x[QCOLL_CODEC_GROUP]) {
+  int i;
+  for (i = 0; i < QCOLL_CODEC_GROUP; i++) x[i] = qcoll__codec_rot_sign(x[i], i);
+  qcoll__codec_hadamard(x, QCOLL_CODEC_GROUP, 1, QCOLL_CODEC_GROUP / 2);
+}
+
+/* Inverse rotation of one group, in place. */
+QCOLL_HD void qcoll__codec_unrotate_group(float x[QCOLL_CODEC_GROUP]) {
+  int i;
+  qcoll__codec_hadamard(x, QCOLL_CODEC_GROUP, 1, QCOLL_CODEC_GROUP / 2);
+  for (i = 0; i < QCOLL_CODEC_GROUP; i++)
+    x[i] = qcoll__codec_unrotate_value(x[i], i);
+}
+
+/* Rotate n values group by group into ceil(n / 32) * 32 values at out (the
+ * tail group padded with zeros first). */
+QCOLL_HD void qcoll__codec_rotate(const float *in, size_t n, float *out) {
+  size_t g, i, groups = qcoll__codec_groups(n);
+  for (g = 0; g < groups; g++) {
+    float *x = out + g * QCOLL_CODEC_GROUP;
+    for (i = 0; i < QCOLL_CODEC_GROUP; i++) {
+      size_t at = g * QCOLL_CODEC_GROUP + i;
+      x[i] = at < n ? in[at] : 0.0f;
+    }
+    qcoll__codec_rotate_group(x);
+  }
+}
+
+/* Inverse of qcoll__codec_rotate: ceil(n / 32) * 32 rotated values at in
+ * (overwritten), n values at out. */
+QCOLL_HD void qcoll__codec_unrotate(float *in, size_t n, float *out) {
+  size_t g, i, groups = qcoll__codec_groups(n);
+  for (g = 0; g < groups; g++) {
+    float *x = in + g * QCOLL_CODEC_GROUP;
+    qcoll__codec_unrotate_group(x);
+    for (i = 0; i < QCOLL_CODEC_GROUP && g * QCOLL_CODEC_GROUP + i < n; i++)
+      out[g * QCOLL_CODEC_GROUP + i] = x[i];
+  }
+}
+
 #ifdef __cplusplus
 }
 #endif
@@ -855,6 +968,41 @@ static __device__ __forceinline__ void qcoll__codec_store_quad_aligned(
     *(uint16_t *)(p + odd) = (uint16_t)(quad >> (8 * odd));
     p[odd ? 0 : 2] = (uint8_t)(quad >> (odd ? 0 : 16));
   }
+}
+/* The stages h = 4, 8, 16 of qcoll__codec_hadamard in the four-values-per-
+ * lane layout: lane k of its segment (k = lane & 7) pairs with lane k ^ m,
+ * m = 1, 2, 4; the lower lane adds its partner's value, the upper takes
+ * partner - own, the operands and order of the host loop.  Every lane of
+ * the warp calls it. */
+static __device__ __forceinline__ void qcoll__codec_segment_hadamard(
+    float x[QCOLL_CODEC_LANE_VALUES], int k) {
+  qcoll__codec_hadamard(x, QCOLL_CODEC_LANE_VALUES, 1, 2);
+#pragma unroll
+  for (int m = 1; m < QCOLL_CODEC_SEG_LANES; m <<= 1) {
+#pragma unroll
+    for (int j = 0; j < QCOLL_CODEC_LANE_VALUES; j++) {
+      const float o = __shfl_xor_sync(0xffffffffu, x[j], m);
+      x[j] = (k & m) ? __fsub_rn(o, x[j]) : __fadd_rn(x[j], o);
+    }
+  }
+}
+
+/* qcoll__codec_rotate_group on the lane's four values (elements 4k..). */
+static __device__ __forceinline__ void qcoll__codec_segment_rotate(
+    float x[QCOLL_CODEC_LANE_VALUES], int k) {
+#pragma unroll
+  for (int j = 0; j < QCOLL_CODEC_LANE_VALUES; j++)
+    x[j] = qcoll__codec_rot_sign(x[j], QCOLL_CODEC_LANE_VALUES * k + j);
+  qcoll__codec_segment_hadamard(x, k);
+}
+
+/* qcoll__codec_unrotate_group on the lane's four values. */
+static __device__ __forceinline__ void qcoll__codec_segment_unrotate(
+    float x[QCOLL_CODEC_LANE_VALUES], int k) {
+  qcoll__codec_segment_hadamard(x, k);
+#pragma unroll
+  for (int j = 0; j < QCOLL_CODEC_LANE_VALUES; j++)
+    x[j] = qcoll__codec_unrotate_value(x[j], QCOLL_CODEC_LANE_VALUES * k + j);
 }
 #endif /* __CUDACC__ */
 

@@ -25,6 +25,7 @@ typedef struct call {
   qcoll_algo_t algo;
   qcoll_quant_t quant; /* asked for (resolved with the environment's) */
   bool quant_per_call; /* asked for in the call's options, not the env */
+  int quant_rotate;    /* rotated groups: the options', else the env's */
   int device;          /* filled by validation: -1 host, else the buffers' */
 } call_t;
 
@@ -407,6 +408,7 @@ static qcoll__call_t final_call(qcoll_comm_t comm, const call_t *c,
   qcoll__call_t call = c->call;
   call.path = path;
   call.quant = quant;
+  call.quant_rotate = quant != QCOLL_QUANT_NONE && c->quant_rotate;
   return call;
 }
 
@@ -445,7 +447,9 @@ out:
 static qcoll_status_t take_options(qcoll_comm_t comm, call_t *c) {
   const qcoll_options_t *o = c->opts;
   if (!o) return QCOLL_OK;
-  if (o->size != sizeof *o)
+  /* The struct before quant_rotate is accepted too (rotation off). */
+  const size_t before_rotate = offsetof(qcoll_options_t, quant_rotate);
+  if (o->size != sizeof *o && o->size != before_rotate)
     return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s_ex: opts->size is %zu, expected %zu (fill opts "
                         "with qcoll_options_init first)",
@@ -453,6 +457,11 @@ static qcoll_status_t take_options(qcoll_comm_t comm, call_t *c) {
   c->algo = o->algo;
   c->quant = o->quant;
   c->quant_per_call = o->quant != QCOLL_QUANT_DEFAULT;
+  c->quant_rotate = o->size == sizeof *o ? o->quant_rotate : 0;
+  if (c->quant_rotate != 0 && c->quant_rotate != 1)
+    return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
+                        "%s_ex: opts->quant_rotate is %d, expected 0 or 1",
+                        qcoll__coll_fn(c->call.coll), c->quant_rotate);
   return QCOLL_OK;
 }
 
@@ -467,6 +476,7 @@ static qcoll_status_t run_call(qcoll_comm_t comm, call_t *c) {
   /* QCOLL_ALGO forces the path of GPU collectives; a per-call choice that
    * cannot serve the buffers is refused below with the reason. */
   if (c->device >= 0) c->algo = resolve_algo(comm, c);
+  if (!c->quant_per_call) c->quant_rotate = comm->env_quant_rotate;
   c->quant = resolve_quant(comm, c->quant);
   /* A call that moves no bytes has no buffers to place and does nothing,
    * whatever algorithm it names. */

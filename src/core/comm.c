@@ -224,6 +224,29 @@ static const char *quant_name(int i) {
   return qcoll_quant_name((qcoll_quant_t)i);
 }
 
+/* QCOLL_QUANT: a format name, optionally with "+rot" (rotated groups). */
+#define QCOLL__QUANT_ROT_SUFFIX "+rot"
+static void read_env_quant(qcoll_comm_t comm) {
+  const char *value = qcoll__env_str("QCOLL_QUANT");
+  size_t len = strlen(value), suffix = strlen(QCOLL__QUANT_ROT_SUFFIX);
+  comm->env_quant_rotate =
+      len > suffix &&
+      !strcmp(value + len - suffix, QCOLL__QUANT_ROT_SUFFIX);
+  char name[32];
+  snprintf(name, sizeof name, "%.*s",
+           (int)(comm->env_quant_rotate ? len - suffix : len), value);
+  comm->env_quant = QCOLL_QUANT_NONE;
+  for (int i = QCOLL_QUANT_NONE; i < QCOLL_QUANT_COUNT; i++)
+    if (!strcmp(name, quant_name(i))) comm->env_quant = (qcoll_quant_t)i;
+  if (comm->env_quant == QCOLL_QUANT_NONE && strcmp(name, "none")) {
+    QLOG_WARN(NULL, INIT,
+              "QCOLL_QUANT=%s is not one of none, fp8, int8, int6, int4, "
+              "int3 (each optionally with %s): using none",
+              value, QCOLL__QUANT_ROT_SUFFIX);
+    comm->env_quant_rotate = false;
+  }
+}
+
 static void resolve_host_id(qcoll_comm_t comm, const qcoll_config_t *config) {
   const char *id = config->host_id;
   if (!id || !*id) id = qcoll__env_str("QCOLL_HOST_ID");
@@ -370,9 +393,7 @@ qcoll_status_t qcoll_comm_init_rank(qcoll_comm_t *out, int nranks,
   comm->env_algo =
       (qcoll_algo_t)env_choice("QCOLL_ALGO", QCOLL_ALGO_AUTO, QCOLL_ALGO_COUNT,
                                algo_name, QCOLL_ALGO_AUTO);
-  comm->env_quant = (qcoll_quant_t)env_choice("QCOLL_QUANT", QCOLL_QUANT_NONE,
-                                              QCOLL_QUANT_COUNT, quant_name,
-                                              QCOLL_QUANT_NONE);
+  read_env_quant(comm);
   atomic_init(&comm->ctx.state, QCOLL_COMM_LIVE);
   resolve_host_id(comm, &config);
 

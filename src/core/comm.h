@@ -22,6 +22,7 @@ struct qcoll_comm {
   bool check_calls;        /* QCOLL_CHECK */
   qcoll_algo_t env_algo;   /* QCOLL_ALGO, read at init */
   qcoll_quant_t env_quant; /* QCOLL_QUANT, read at init (never DEFAULT) */
+  bool env_quant_rotate;   /* QCOLL_QUANT's "+rot" suffix */
 };
 
 /* True while comm is a communicator this process made and has not

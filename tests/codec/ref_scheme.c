@@ -79,6 +79,29 @@ int ref_scheme_qcoll(qcoll_quant_t fmt, int nranks, size_t n,
   return two_shot(fmt, 0, REF_ACC_F16, nranks, n, in, out);
 }
 
+/* The same over rotated groups (codec.h "Rotated groups"): every rank's
+ * input rotated group by group (tail padded with zeros), the two-shot
+ * above on the whole rotated groups, the inverse rotation of the result. */
+int ref_scheme_qcoll_rot(qcoll_quant_t fmt, int nranks, size_t n,
+                         const float *const *in, float *out) {
+  size_t padded = qcoll__codec_groups(n) * QCOLL_CODEC_GROUP;
+  float **rot = calloc((size_t)nranks, sizeof(float *));
+  float *res = malloc((padded + 1) * sizeof(float));
+  int rc = rot && res ? 0 : -1;
+  for (int r = 0; rc == 0 && r < nranks; r++) {
+    rot[r] = malloc((padded + 1) * sizeof(float));
+    if (!rot[r]) rc = -1;
+    else qcoll__codec_rotate(in[r], n, rot[r]);
+  }
+  if (rc == 0)
+    rc = two_shot(fmt, 0, REF_ACC_F16, nranks, padded,
+                  (const float *const *)rot, res);
+  if (rc == 0) qcoll__codec_unrotate(res, n, out);
+  for (int r = 0; rot && r < nranks; r++) free(rot[r]);
+  free(rot), free(res);
+  return rc;
+}
+
 /* An f16 (bf16) addition is the exact sum rounded once to f16 (bf16).  The
  * f32 sum of two f16 (bf16) values rounded again to f16 (bf16) gives the same
  * result: binary32 has at least 2p + 2 bits for p = 11 (f16), so the double

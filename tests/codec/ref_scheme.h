@@ -42,6 +42,9 @@ void ref_scheme_segment(size_t n, int nranks, int r, size_t *begin,
  * ends with.  Return 0, or -1 when memory runs out. */
 int ref_scheme_qcoll(qcoll_quant_t fmt, int nranks, size_t n,
                      const float *const *in, float *out);
+/* qcoll with rotated groups (codec.h): the kernel's +rot path. */
+int ref_scheme_qcoll_rot(qcoll_quant_t fmt, int nranks, size_t n,
+                         const float *const *in, float *out);
 int ref_scheme_compare(qcoll_quant_t fmt, ref_acc_t acc, int nranks, size_t n,
                        const float *const *in, float *out);
 

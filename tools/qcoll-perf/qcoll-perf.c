@@ -130,6 +130,7 @@ static void print_usage(FILE *f) {
       "                          and oneshot twoshot for all_reduce (not "
       "barrier)\n"
       "  -q, --quant Q           all_reduce transfer: none fp8 int8 int6 int4\n"
+      "                          int3; +rot rotates groups (int8+rot)\n"
       "                          int3\n"
       "      --mem host|gpu      buffer memory (default gpu with a GPU, else "
       "host)\n"
@@ -236,11 +237,26 @@ static qcoll_algo_t parse_algo(const char *s) {
   input_error("--algo: unknown algorithm '%s' (auto host oneshot twoshot nccl ipc)", s);
 }
 
-static qcoll_quant_t parse_quant(const char *s) {
-  for (int i = QCOLL_QUANT_NONE; i < QCOLL_QUANT_COUNT; i++)
-    if (strcasecmp(s, qcoll_quant_name((qcoll_quant_t)i)) == 0)
+/* A quantisation name with an optional "+rot" suffix (rotated groups):
+ * the format, QCOLL_QUANT_COUNT for an unknown name; *rotate the suffix. */
+static qcoll_quant_t quant_from_name(const char *s, int *rotate) {
+  const char *plus = strchr(s, '+');
+  size_t len = plus ? (size_t)(plus - s) : strlen(s);
+  *rotate = plus && strcasecmp(plus, "+rot") == 0;
+  if (plus && !*rotate) return QCOLL_QUANT_COUNT;
+  for (int i = QCOLL_QUANT_NONE; i < QCOLL_QUANT_COUNT; i++) {
+    const char *name = qcoll_quant_name((qcoll_quant_t)i);
+    if (strlen(name) == len && strncasecmp(s, name, len) == 0)
       return (qcoll_quant_t)i;
-  input_error("-q: unknown quantisation '%s' (none fp8 int8 int6 int4 int3)",
+  }
+  return QCOLL_QUANT_COUNT;
+}
+
+static qcoll_quant_t parse_quant(const char *s, int *rotate) {
+  qcoll_quant_t q = quant_from_name(s, rotate);
+  if (q != QCOLL_QUANT_COUNT) return q;
+  input_error("-q: unknown quantisation '%s' (none fp8 int8 int6 int4 int3, "
+              "optionally with +rot)",
               s);
 }
 
@@ -320,7 +336,7 @@ static void parse_options(int argc, char **argv, perf_opts_t *o) {
         algo_given = true;
         break;
       case 'q':
-        o->call_opts.quant = parse_quant(optarg);
+        o->call_opts.quant = parse_quant(optarg, &o->call_opts.quant_rotate);
         quant_given = true;
         break;
       case OPT_MEM:
@@ -445,6 +461,7 @@ typedef struct bench {
   perf_nccl_t *nccl;      /* --vs-nccl and NCCL accepted */
   char nccl_refused[320]; /* --vs-nccl and NCCL refused: why */
   qcoll_quant_t quant_effective;
+  int rotate_effective; /* rotated groups (-q ...+rot, else QCOLL_QUANT) */
   perf_totals_t totals;
   /* Quantised checks: the largest error seen and the largest allowed. */
   double max_err, max_tol;
@@ -663,8 +680,12 @@ static perf_tolerance_t tolerance(const bench_t *b, const perf_call_t *call) {
   perf_tolerance_t tol = {0};
   if (call->coll->id != PERF_ALL_REDUCE || b->opt->mem != PERF_MEM_GPU)
     return tol;
-  return perf_quant_tolerance(b->quant_effective, call->dtype, call->op,
-                              b->nranks);
+  tol = perf_quant_tolerance(b->quant_effective, call->dtype, call->op,
+                             b->nranks);
+  /* Rotated groups: |error of a value| <= the largest error of its rotated
+   * group, whose amax is at most 32 times the inputs' (codec.h). */
+  if (b->rotate_effective) tol.abs *= 32;
+  return tol;
 }
 
 /* One checked call on known inputs; the mismatches of all ranks.  With a
@@ -846,8 +867,9 @@ static void print_header(bench_t *b) {
     perf_print_sweep(b->nranks, &o->args, o->graph_launches);
     printf("#  memory: %s", o->mem == PERF_MEM_GPU ? "gpu" : "host");
     if (o->coll->id == PERF_ALL_REDUCE)
-      printf("  algo: %s  quant: %s", qcoll_algo_name(o->call_opts.algo),
-             qcoll_quant_name(b->quant_effective));
+      printf("  algo: %s  quant: %s%s", qcoll_algo_name(o->call_opts.algo),
+             qcoll_quant_name(b->quant_effective),
+             b->rotate_effective ? "+rot" : "");
     else if (o->coll->id != PERF_BARRIER)
       printf("  algo: %s", qcoll_algo_name(o->call_opts.algo));
     printf("  timing: %s  time: %s of ranks  agg iters: %d\n",
@@ -915,13 +937,16 @@ static void start_json(bench_t *b) {
            (v / 100) % 100, v % 100);
   snprintf(version, sizeof version, "%d.%d.%d", QCOLL_VERSION_MAJOR,
            QCOLL_VERSION_MINOR, QCOLL_VERSION_PATCH);
+  char quant[32];
+  snprintf(quant, sizeof quant, "%s%s", qcoll_quant_name(b->quant_effective),
+           b->rotate_effective ? "+rot" : "");
   perf_json_run_t run = {
       .version = version,
       .library = library,
       .collective = o->coll->name,
       .memory = o->mem == PERF_MEM_GPU ? "gpu" : "host",
       .algo = qcoll_algo_name(o->call_opts.algo),
-      .quant = qcoll_quant_name(b->quant_effective),
+      .quant = quant,
       .average = average_name[o->average],
       .nranks = b->nranks,
       .iters = o->args.iters,
@@ -986,14 +1011,13 @@ static int local_rank_from_env(void) {
 }
 
 /* The quantisation the library will apply: -q, else QCOLL_QUANT. */
-static qcoll_quant_t effective_quant(const perf_opts_t *o) {
+static qcoll_quant_t effective_quant(const perf_opts_t *o, int *rotate) {
+  *rotate = o->call_opts.quant_rotate;
   if (o->call_opts.quant != QCOLL_QUANT_DEFAULT) return o->call_opts.quant;
   const char *env = getenv("QCOLL_QUANT");
-  if (env)
-    for (int i = QCOLL_QUANT_NONE; i < QCOLL_QUANT_COUNT; i++)
-      if (strcasecmp(env, qcoll_quant_name((qcoll_quant_t)i)) == 0)
-        return (qcoll_quant_t)i;
-  return QCOLL_QUANT_NONE;
+  qcoll_quant_t q = env ? quant_from_name(env, rotate) : QCOLL_QUANT_COUNT;
+  if (q == QCOLL_QUANT_COUNT) *rotate = 0;
+  return q == QCOLL_QUANT_COUNT ? QCOLL_QUANT_NONE : q;
 }
 
 /* GPU memory: the communicator must have taken the device this rank
@@ -1013,7 +1037,8 @@ static void check_device(bench_t *b) {
 int main(int argc, char **argv) {
   perf_opts_t opt;
   parse_options(argc, argv, &opt);
-  bench_t b = {.opt = &opt, .quant_effective = effective_quant(&opt)};
+  bench_t b = {.opt = &opt};
+  b.quant_effective = effective_quant(&opt, &b.rotate_effective);
 
   /* The device first: the communicator takes the one current at init. */
   b.local_rank = local_rank_from_env();

@@ -23,7 +23,8 @@ binding's prepared all-reduce call (see _ops).
 Environment:
   QCOLL_QUICK_REDUCE_QUANTIZATION  NONE (default) or FP: unquantised;
                                    FP8, INT8, INT6, INT4, INT3: quantised
-                                   transfer
+                                   transfer; a +ROT suffix (INT8+ROT)
+                                   rotates every group first
   QCOLL_QUICK_REDUCE_MAX_SIZE_BYTES_MB  largest message handled (default 2048)
 """
 
@@ -33,7 +34,7 @@ import torch
 import torch.distributed as dist
 
 from .._errors import InvalidArgumentError
-from .._types import Quant
+from .._types import Quant, quant_code
 from ..comm import Comm, get_unique_id
 from . import _ops
 
@@ -58,6 +59,9 @@ def quantization_from_env(value=None):
     if isinstance(value, Quant):
         return value
     key = str(value).strip().upper()
+    if key.endswith("+ROT") and key[:-4] in _QUANT_BY_NAME:
+        # rotated groups: the int code (quant_code) carries the rotation
+        return quant_code(_QUANT_BY_NAME[key[:-4]].name + "+rot")
     if key not in _QUANT_BY_NAME:
         raise InvalidArgumentError(
             f"{QUANTIZATION_ENV}={value!r} is not one of {', '.join(_QUANT_BY_NAME)}")

@@ -1007,7 +1007,9 @@ void quick_all_reduce_into(const at::Tensor& inp, const at::Tensor& out, int64_t
   }
   qcoll_options_t opts;
   check(api.options_init(&opts), nullptr, "options_init");
-  opts.quant = static_cast<qcoll_quant_t>(quant);
+  // quant: a qcoll_quant_t, with bit 0x100 for rotated groups (quant_code)
+  opts.quant = static_cast<qcoll_quant_t>(quant & 0xff);
+  opts.quant_rotate = (quant & 0x100) ? 1 : 0;
   auto handle = reinterpret_cast<qcoll_comm_t>(static_cast<intptr_t>(comm));
   check(api.all_reduce_ex(inp.data_ptr(), out.data_ptr(), static_cast<size_t>(inp.numel()),
                           static_cast<qcoll_dtype_t>(d), QCOLL_SUM, handle, stream, &opts),
