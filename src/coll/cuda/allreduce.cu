@@ -85,113 +85,11 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "elem_ops.cuh"
 #include "ipc_sync.cuh"
 #include "launch.h"
 
 namespace {
-
-constexpr int kPackBytes = 16;
-
-/* ---- element types: fp32 accumulation, one rounding at the end ------- */
-
-template <typename T>
-struct Elem;
-template <>
-struct Elem<float> {
-  static __device__ __forceinline__ float to_f32(float x) { return x; }
-  static __device__ __forceinline__ float from_f32(float x) { return x; }
-};
-template <>
-struct Elem<__half> {
-  static __device__ __forceinline__ float to_f32(__half x) {
-    return __half2float(x);
-  }
-  static __device__ __forceinline__ __half from_f32(float x) {
-    return __float2half_rn(x);
-  }
-};
-template <>
-struct Elem<__nv_bfloat16> {
-  static __device__ __forceinline__ float to_f32(__nv_bfloat16 x) {
-    return __bfloat162float(x);
-  }
-  static __device__ __forceinline__ __nv_bfloat16 from_f32(float x) {
-    return __float2bfloat16_rn(x);
-  }
-};
-
-struct OpSum {
-  static __device__ __forceinline__ float apply(float a, float b) {
-    return a + b;
-  }
-};
-struct OpMin {
-  static __device__ __forceinline__ float apply(float a, float b) {
-    return fminf(a, b);
-  }
-};
-struct OpMax {
-  static __device__ __forceinline__ float apply(float a, float b) {
-    return fmaxf(a, b);
-  }
-};
-
-/* 16 bytes of elements. */
-template <typename T>
-struct Pack {
-  static constexpr int kElems = kPackBytes / sizeof(T);
-  uint4 raw;
-  __device__ __forceinline__ T get(int j) const {
-    return reinterpret_cast<const T *>(&raw)[j];
-  }
-  __device__ __forceinline__ void set(int j, T v) {
-    reinterpret_cast<T *>(&raw)[j] = v;
-  }
-};
-
-/* ---- data movement ---------------------------------------------------- */
-
-/* This block's pack range [begin, end) of `packs`. */
-__device__ __forceinline__ void block_range(size_t packs, size_t *begin,
-                                            size_t *end) {
-  size_t per_block = (packs + gridDim.x - 1) / gridDim.x;
-  size_t b = per_block * blockIdx.x;
-  *begin = b < packs ? b : packs;
-  *end = b + per_block < packs ? b + per_block : packs;
-}
-
-/* Pack i of the user's buffer: one 16-byte load when aligned and whole,
- * else element by element (zeros past count). */
-template <typename T>
-__device__ __forceinline__ Pack<T> load_user(const T *src, size_t i,
-                                             size_t count, bool aligned) {
-  constexpr int E = Pack<T>::kElems;
-  Pack<T> p;
-  size_t first = i * E;
-  if (aligned && first + E <= count) {
-    p.raw = *reinterpret_cast<const uint4 *>(src + first);
-  } else {
-    p.raw = make_uint4(0, 0, 0, 0);
-#pragma unroll
-    for (int j = 0; j < E; j++)
-      if (first + j < count) p.set(j, src[first + j]);
-  }
-  return p;
-}
-
-template <typename T>
-__device__ __forceinline__ void store_user(T *dst, size_t i, size_t count,
-                                           bool aligned, const Pack<T> &p) {
-  constexpr int E = Pack<T>::kElems;
-  size_t first = i * E;
-  if (aligned && first + E <= count) {
-    *reinterpret_cast<uint4 *>(dst + first) = p.raw;
-  } else {
-#pragma unroll
-    for (int j = 0; j < E; j++)
-      if (first + j < count) dst[first + j] = p.get(j);
-  }
-}
 
 /* Packs [begin, end) of the user's input staged at byte `offset` of this
  * rank's buffer. */

@@ -1,7 +1,6 @@
 /*
  * Element types, reduction operators and 16-byte packs of the unquantised
- * all-reduce kernels (allreduce_push.cu; allreduce.cu holds the same
- * pieces and can include this header instead): fp32 accumulation, one
+ * all-reduce kernels (allreduce.cu, allreduce_push.cu): fp32 accumulation, one
  * rounding to the element type at the end, user buffers read and written
  * in 16-byte packs where aligned and whole, element by element elsewhere.
  *
