@@ -15,6 +15,11 @@
  * than the ring socket's pool holds.  A thread keeps adding stalled and
  * rapid connections until the job has ended.  Only then are ranks 1.. let go.
  *
+ * The ranks are fresh programs (this one, exec'ed with --rank): a child
+ * forked from a process whose root thread runs may inherit a lock that
+ * thread held, which only exec clears.  A rank that has not exited after
+ * HUNG_S is reported and killed, so a hang fails the test with its name.
+ *
  * Every rank of every job must succeed, and a flooded job must take about
  * as long as the undisturbed one made just before it: at most
  * SLOW_FACTOR times the undisturbed median, or SLOW_FLOOR_S (a job held up
@@ -53,6 +58,8 @@
 #define SLOW_FACTOR 3.0
 #define SLOW_FLOOR_S 2.5
 #define TIMEOUT_S 20.0
+/* Longer than any wait of a rank: init's deadline plus the all-reduce's. */
+#define HUNG_S (3 * TIMEOUT_S)
 
 static double now_s(void) {
   struct timespec ts;
@@ -195,6 +202,38 @@ static void *flood_thread(void *arg) {
 
 /* ---- one job ---------------------------------------------------------- */
 
+static char *self_path;
+
+/* Waits for every rank; false when one failed.  A rank still running
+ * HUNG_S after t0 is named and killed (with the rest of them). */
+static bool wait_ranks(const pid_t *pids, int nranks, double t0) {
+  bool ok = true, done[RANKS_MAX] = {false};
+  for (int left = nranks; left > 0;) {
+    for (int r = 0; r < nranks; r++) {
+      int status = 0;
+      if (done[r] || waitpid(pids[r], &status, WNOHANG) != pids[r]) continue;
+      done[r] = true;
+      left--;
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ok = false;
+    }
+    if (left == 0 || now_s() - t0 < HUNG_S) {
+      usleep(2000);
+      continue;
+    }
+    for (int r = 0; r < nranks; r++) {
+      if (done[r]) continue;
+      fprintf(stderr, "rank %d (pid %d) has not exited after %.0f s: hung; "
+              "killed\n", r, (int)pids[r], HUNG_S);
+      kill(pids[r], SIGKILL);
+      waitpid(pids[r], NULL, 0);
+      done[r] = true;
+      left--;
+    }
+    ok = false;
+  }
+  return ok;
+}
+
 /* Runs one job; returns its time from letting ranks 1.. go to the last
  * exit, or -1 when a rank failed. */
 static double run_job(int nranks, bool flooded) {
@@ -210,16 +249,23 @@ static double run_job(int nranks, bool flooded) {
   int go[2];
   if (pipe(go) != 0) return -1;
   pid_t pids[RANKS_MAX];
+  char hex[2 * QCOLL_UNIQUE_ID_BYTES + 1], args[4][32];
+  qcoll_unique_id_to_hex(&id, hex);
   for (int r = 0; r < nranks; r++) {
+    snprintf(args[0], sizeof args[0], "%d", r);
+    snprintf(args[1], sizeof args[1], "%d", nranks);
+    snprintf(args[2], sizeof args[2], "%d", r == 0 ? -1 : go[0]);
+    snprintf(args[3], sizeof args[3], "%d", go[1]);
     pids[r] = fork();
     if (pids[r] == 0) {
-      close(go[1]);
-      _exit(rank_main(r, nranks, &id, r == 0 ? -1 : go[0]));
+      char *argv[] = {self_path, "--rank", args[0], args[1], hex, args[2],
+                      args[3], NULL};
+      execv(self_path, argv);
+      _exit(127);
     }
   }
   close(go[0]);
-  /* The ranks inherited the root's socket: rank 0's ring port is the one
-   * that is new to them too. */
+  /* Rank 0's ring port is the one that is new to it. */
   int root_port = new_listen_port(getpid(), known, nknown), ring_port = 0;
   known[nknown++] = root_port;
   for (double t0 = now_s(); !ring_port && now_s() - t0 < 10; usleep(1000))
@@ -245,11 +291,7 @@ static double run_job(int nranks, bool flooded) {
   (void)!write(go[1], ones, (size_t)(nranks - 1));
   close(go[1]);
   bool ok = flooded ? root_port && ring_port : true;
-  for (int r = 0; r < nranks; r++) {
-    int status = 0;
-    waitpid(pids[r], &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ok = false;
-  }
+  if (!wait_ranks(pids, nranks, t0)) ok = false;
   double took = now_s() - t0;
   if (threaded) {
     atomic_store(&f->stop, true);
@@ -266,7 +308,25 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* A rank: --rank RANK NRANKS ID_HEX GO_FD WRITE_END (the go pipe's end
+ * this rank must not hold, or the others never see its end of file). */
+static int rank_entry(char **argv) {
+  qcoll_unique_id_t id;
+  if (qcoll_unique_id_from_hex(argv[4], &id) != QCOLL_OK) {
+    fprintf(stderr, "rel_flood --rank: bad id %s\n", argv[4]);
+    return 2;
+  }
+  close(atoi(argv[6]));
+  return rank_main(atoi(argv[2]), atoi(argv[3]), &id, atoi(argv[5]));
+}
+
 int main(int argc, char **argv) {
+  if (argc == 7 && !strcmp(argv[1], "--rank")) return rank_entry(argv);
+  self_path = realpath("/proc/self/exe", NULL);
+  if (!self_path) {
+    perror("rel_flood: /proc/self/exe");
+    return 2;
+  }
   int runs = argc > 1 ? atoi(argv[1]) : 10;
   int nranks = argc > 2 ? atoi(argv[2]) : 4;
   if (runs < 1 || nranks < 2 || nranks > RANKS_MAX) {
@@ -307,6 +367,7 @@ int main(int argc, char **argv) {
       median > 0 ? sorted[1][m / 2] / median : 0.0, failed, slow, bound);
   free(plain);
   free(flood);
+  free(self_path);
   if (failed || slow) {
     printf("FAIL\n");
     return 1;
