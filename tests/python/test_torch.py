@@ -6,6 +6,7 @@ CUDA is missing."""
 
 import re
 import socket
+import sys
 
 import pytest
 
@@ -70,6 +71,12 @@ def run_case(qcoll_run, case, device, impl="compiled", timeout=240):
     if proc.returncode == 77:
         reasons = sorted(set(re.findall(r"SKIP: (.*)", proc.stdout)))
         pytest.skip("; ".join(reasons) or "skipped by the worker")
+    if proc.returncode != 0:
+        # Also at once, past pytest's capture: a session cut off by a time
+        # limit never reaches pytest's summary, where the failure is shown.
+        sys.__stderr__.write(f"--- {case} ({device}, {impl}): qcoll-run exited "
+                             f"{proc.returncode}\n{proc.stdout}\n")
+        sys.__stderr__.flush()
     assert proc.returncode == 0, f"qcoll-run exited {proc.returncode}:\n{proc.stdout}"
     for r in range(RANKS):
         assert re.search(rf"^\[{r}\] rank {r}: {case}\b.* ok", proc.stdout, re.M), \
@@ -122,7 +129,6 @@ def test_failed_build_falls_back_with_a_warning(tmp_path):
     compiler's message and serves "qcoll" from Python; with
     QCOLL_TORCH_EXT=require the import fails instead."""
     import subprocess
-    import sys
 
     from qcoll_testutil import rank_env
 
