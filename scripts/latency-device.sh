@@ -63,8 +63,8 @@ perf() { # perf NAME RANKS ENV... -- ARGS...
 S=(--mem gpu -b 8 -e 4M -f 2 -n 30 -w 5 -c 1 -d bf16)
 perf push-n2-G 2 X=1 -- "${S[@]}" --algo oneshot -G 1 all_reduce
 perf push-n2 2 X=1 -- "${S[@]}" --algo oneshot all_reduce
-perf push-n8-G 8 X=1 -- "${S[@]}" --algo oneshot -G 1 all_reduce
-perf push-n8 8 X=1 -- "${S[@]}" --algo oneshot all_reduce
+perf push-n8-G 8 QCOLL_IPC_PUSH_MAX_RANKS=8 -- "${S[@]}" --algo oneshot -G 1 all_reduce
+perf push-n8 8 QCOLL_IPC_PUSH_MAX_RANKS=8 -- "${S[@]}" --algo oneshot all_reduce
 perf barrier1shot-n2-G 2 QCOLL_IPC_PUSH_BYTES=0 -- "${S[@]}" --algo oneshot -G 1 all_reduce
 perf nopdl-n2-G 2 QCOLL_PDL=0 -- "${S[@]}" --algo oneshot -G 1 all_reduce
 perf twoshot-n2-G 2 X=1 -- "${S[@]}" --algo twoshot -G 1 all_reduce

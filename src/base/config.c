@@ -112,14 +112,21 @@ static const env_entry_t env_table[] = {
      "QCOLL_IPC_BYTES); larger one-shots, and all with 0, use the "
      "flag-barrier one-shot",
      ENV_BYTES, FIELD(ipc_push_bytes), 0, 0},
+    {"QCOLL_IPC_PUSH_MAX_RANKS", "4",
+     "the most ranks for which the one-shot all-reduce uses the push kernel "
+     "(with more, the flag-barrier one-shot, which was faster at 8 ranks and "
+     "slower at 2)",
+     ENV_INT, FIELD(ipc_push_max_ranks), 0, 65536},
     {"QCOLL_PDL", "1",
      "launch the IPC kernels (push one-shot, collectives, send/recv) with "
      "programmatic dependent launch where the GPU (sm_90+) and driver (12.3+) "
      "support it; 0 turns it off",
      ENV_BOOL, FIELD(pdl), 0, 0},
-    {"QCOLL_ONESHOT_MAX_BYTES", "256K",
-     "largest GPU all-reduce sent one-shot by the selection table", ENV_BYTES,
-     FIELD(oneshot_max_bytes), 0, 0},
+    {"QCOLL_ONESHOT_MAX_BYTES", "0",
+     "largest GPU all-reduce sent one-shot by the selection table (0: 4 MiB "
+     "divided by the number of ranks, where one-shot and two-shot crossed at "
+     "2 and 8 ranks)",
+     ENV_BYTES, FIELD(oneshot_max_bytes), 0, 0},
     {"QCOLL_TWOSHOT_MAX_BYTES", "16M",
      "largest GPU all-reduce sent two-shot before NCCL is preferred (when NCCL "
      "serves)",
@@ -394,6 +401,19 @@ static void warn_unknown_names(void) {
               "(qcoll-info lists them all)",
               name, qcoll__env_nearest(name));
   }
+}
+
+/* One-shot reads every peer's whole message, two-shot a share of it twice:
+ * the crossover falls as ranks are added.  Measured on one H200 (bf16,
+ * graph): one-shot faster up to 2 MiB at 2 ranks (7.9 us against 10.3) and
+ * slower at 4 MiB (15.5 against 14.9); at 8 ranks faster up to 512 KiB
+ * (12.6 against 17.2), even at 1 MiB, slower at 2 MiB
+ * (docs/results/2026-12-02-h200-merged.md). */
+#define ONESHOT_AUTO_BYTES ((size_t)4 << 20)
+
+size_t qcoll__config_oneshot_max_bytes(const qcoll__config_t *config, int nranks) {
+  if (config->oneshot_max_bytes) return config->oneshot_max_bytes;
+  return ONESHOT_AUTO_BYTES / (size_t)(nranks > 1 ? nranks : 1);
 }
 
 static pthread_once_t unknown_once = PTHREAD_ONCE_INIT;

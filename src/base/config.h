@@ -41,6 +41,7 @@ typedef struct qcoll__config {
   long long max_blocks;                /* QCOLL_MAX_BLOCKS */
   size_t ipc_p2p_bytes;                /* QCOLL_IPC_P2P_BYTES */
   size_t ipc_push_bytes;               /* QCOLL_IPC_PUSH_BYTES */
+  long long ipc_push_max_ranks;        /* QCOLL_IPC_PUSH_MAX_RANKS */
   bool pdl;                            /* QCOLL_PDL */
   size_t oneshot_max_bytes;            /* QCOLL_ONESHOT_MAX_BYTES */
   size_t twoshot_max_bytes;            /* QCOLL_TWOSHOT_MAX_BYTES */
@@ -70,6 +71,11 @@ double qcoll__env_double(const char *name);
 /* Byte sizes accept suffixes K, M, G (powers of 1024). */
 size_t qcoll__env_bytes(const char *name);
 bool qcoll__env_bool(const char *name);
+
+/* The largest all-reduce sent one-shot at nranks ranks:
+ * QCOLL_ONESHOT_MAX_BYTES, or its rank-scaled default when that is 0. */
+size_t qcoll__config_oneshot_max_bytes(const qcoll__config_t *config,
+                                       int nranks);
 
 /* Parse "123", "4K", "16M", "1G" into bytes; false when malformed. */
 bool qcoll__parse_bytes(const char *s, size_t *out);

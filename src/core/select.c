@@ -35,7 +35,8 @@ static bool quantised_all_reduce(const qcoll__select_in_t *in) {
   return is_all_reduce_on_ipc(in) && quantised(in);
 }
 static bool small_all_reduce(const qcoll__select_in_t *in) {
-  return is_all_reduce_on_ipc(in) && in->bytes <= in->config->oneshot_max_bytes;
+  return is_all_reduce_on_ipc(in) &&
+         in->bytes <= qcoll__config_oneshot_max_bytes(in->config, in->nranks);
 }
 static bool medium_all_reduce(const qcoll__select_in_t *in) {
   return is_all_reduce_on_ipc(in) && in->bytes <= in->config->twoshot_max_bytes;
@@ -89,7 +90,7 @@ static const row_t rows[] = {
     {"host buffers", host_buffers, QCOLL__PATH_HOST},
     {"GPU all_reduce sum on IPC, quantised, bytes >= QCOLL_QUANT_MIN_BYTES",
      quantised_all_reduce, QCOLL__PATH_TWOSHOT},
-    {"GPU all_reduce on IPC, bytes <= QCOLL_ONESHOT_MAX_BYTES",
+    {"GPU all_reduce on IPC, bytes <= QCOLL_ONESHOT_MAX_BYTES (0: 4 MiB / nranks)",
      small_all_reduce, QCOLL__PATH_ONESHOT},
     {"GPU all_reduce on IPC, bytes <= QCOLL_TWOSHOT_MAX_BYTES",
      medium_all_reduce, QCOLL__PATH_TWOSHOT},
@@ -137,6 +138,12 @@ qcoll_status_t qcoll_selection_table_format(char *buf, size_t len,
                                             size_t *needed) {
   qcoll__config_t config;
   qcoll__config_read(&config);
+  char oneshot[48];
+  if (config.oneshot_max_bytes)
+    snprintf(oneshot, sizeof oneshot, "%zu", config.oneshot_max_bytes);
+  else
+    snprintf(oneshot, sizeof oneshot, "0 (%zu/nranks)",
+             qcoll__config_oneshot_max_bytes(&config, 1));
   size_t used = 0;
   append(buf, len, &used, "%-4s %-8s %s\n", "row", "path",
          "when (first match wins)");
@@ -144,17 +151,18 @@ qcoll_status_t qcoll_selection_table_format(char *buf, size_t len,
     append(buf, len, &used, "%-4d %-8s %s\n", i, qcoll__path_name(rows[i].path),
            rows[i].when);
   append(buf, len, &used,
-         "thresholds: QCOLL_ONESHOT_MAX_BYTES=%zu QCOLL_TWOSHOT_MAX_BYTES=%zu "
+         "thresholds: QCOLL_ONESHOT_MAX_BYTES=%s QCOLL_TWOSHOT_MAX_BYTES=%zu "
          "QCOLL_QUANT_MIN_BYTES=%zu QCOLL_SHARED_GPU_IPC_MAX_BYTES=%zu "
          "QCOLL_SHARED_GPU_NCCL_MAX_RANKS=%lld; "
-         "one-shot: the push kernel up to QCOLL_IPC_PUSH_BYTES=%zu, the "
-         "flag-barrier kernel above; one-shot/two-shot kernels: f16/bf16/f32 x "
+         "one-shot: the push kernel up to QCOLL_IPC_PUSH_BYTES=%zu and "
+         "QCOLL_IPC_PUSH_MAX_RANKS=%lld ranks, the flag-barrier kernel "
+         "otherwise; one-shot/two-shot kernels: f16/bf16/f32 x "
          "sum/min/max, ipc kernels: every dtype and op; "
          "forced by QCOLL_ALGO=%s or per call\n",
-         config.oneshot_max_bytes, config.twoshot_max_bytes,
+         oneshot, config.twoshot_max_bytes,
          config.quant_min_bytes, config.shared_gpu_ipc_max_bytes,
          config.shared_gpu_nccl_max_ranks, config.ipc_push_bytes,
-         qcoll__env_str("QCOLL_ALGO"));
+         config.ipc_push_max_ranks, qcoll__env_str("QCOLL_ALGO"));
   return qcoll__format_result("qcoll_selection_table_format", buf, len, used,
                               needed);
 }

@@ -261,7 +261,12 @@ static void setup_local(qcoll__ctx_t *comm, cudaStream_t s, ipc_record_t *rec) {
   cc->p2p.pair_bytes = qcoll__ipc_p2p_pair_bytes(comm->config.ipc_p2p_bytes);
   cc->p2p.offset = qcoll__ipc_p2p_offset(cc->buffer_bytes);
   rec->p2p_pair_bytes = cc->p2p.pair_bytes;
-  rec->push_slot_bytes = qcoll__push_slot_bytes(comm->config.ipc_push_bytes);
+  /* No push slots beyond QCOLL_IPC_PUSH_MAX_RANKS: every rank sees the same
+   * nranks and setting, so all agree that the push kernel is off. */
+  rec->push_slot_bytes =
+      comm->nranks <= comm->config.ipc_push_max_ranks
+          ? qcoll__push_slot_bytes(comm->config.ipc_push_bytes)
+          : 0;
   cc->push_area_offset = qcoll__push_area_offset(qcoll__ipc_alloc_bytes(
       cc->buffer_bytes, comm->nranks, cc->p2p.pair_bytes));
   const size_t push_area =
@@ -656,7 +661,8 @@ qcoll_status_t qcoll__cuda_comm_init(qcoll__ctx_t *comm) {
   v->nranks = comm->nranks;
   v->max_grid = max_grid;
   v->pdl = qcoll__cuda_pdl_enabled(comm->device, comm->config.pdl);
-  cc->oneshot_max_bytes = comm->config.oneshot_max_bytes;
+  cc->oneshot_max_bytes =
+      qcoll__config_oneshot_max_bytes(&comm->config, comm->nranks);
   cc->coll_view = *v;
   cc->coll_view.max_grid = coll_max_grid;
   setup_push(comm, recs);

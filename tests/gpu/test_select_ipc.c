@@ -96,6 +96,33 @@ static void nccl_is_preferred_where_it_serves(void **state) {
                    QCOLL__PATH_ONESHOT);
 }
 
+/* All-reduce on the fp32 kernels: one-shot up to 4 MiB over the ranks
+ * (2 MiB at 2 ranks, 512 KiB at 8), two-shot above; a set
+ * QCOLL_ONESHOT_MAX_BYTES is the limit at every world size. */
+static void oneshot_gives_way_to_twoshot_by_rank_count(void **state) {
+  (void)state;
+  const int worlds[] = {2, 4, 8};
+  for (size_t w = 0; w < sizeof worlds / sizeof worlds[0]; w++) {
+    size_t limit = ((size_t)4 << 20) / (size_t)worlds[w];
+    qcoll__select_in_t in = gpu_call(QCOLL__COLL_ALL_REDUCE, QCOLL_BF16,
+                                     QCOLL_SUM, limit, true, false);
+    in.nranks = worlds[w];
+    assert_int_equal(pick(in), QCOLL__PATH_ONESHOT);
+    in.bytes = limit + 2;
+    assert_int_equal(pick(in), QCOLL__PATH_TWOSHOT);
+  }
+  setenv("QCOLL_ONESHOT_MAX_BYTES", "64K", 1);
+  for (size_t w = 0; w < sizeof worlds / sizeof worlds[0]; w++) {
+    qcoll__select_in_t in = gpu_call(QCOLL__COLL_ALL_REDUCE, QCOLL_F32,
+                                     QCOLL_SUM, 64 << 10, true, false);
+    in.nranks = worlds[w];
+    assert_int_equal(pick(in), QCOLL__PATH_ONESHOT);
+    in.bytes += 4;
+    assert_int_equal(pick(in), QCOLL__PATH_TWOSHOT);
+  }
+  unsetenv("QCOLL_ONESHOT_MAX_BYTES");
+}
+
 /* Ranks sharing a GPU with an NCCL that accepts them: the IPC kernels keep
  * reduce, broadcast, all-gather, reduce-scatter and all-to-all up to
  * QCOLL_SHARED_GPU_IPC_MAX_BYTES (2 MiB by default), NCCL takes them past
@@ -210,6 +237,7 @@ static void ipc_path_has_a_name(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(without_nccl_every_gpu_call_is_ipc),
+      cmocka_unit_test(oneshot_gives_way_to_twoshot_by_rank_count),
       cmocka_unit_test(nccl_is_preferred_where_it_serves),
       cmocka_unit_test(shared_gpu_keeps_small_collectives_on_ipc),
       cmocka_unit_test(crowded_gpu_keeps_nccl_off_but_send_recv),

@@ -71,7 +71,8 @@ static void config_is_typed_and_bad_values_give_defaults(void **state) {
   assert_int_equal(c.spin_us, 50);
   assert_false(c.check);
   assert_true(c.nccl_blocking);
-  assert_int_equal(c.oneshot_max_bytes, 256u << 10);
+  assert_int_equal(c.oneshot_max_bytes, 0);
+  assert_int_equal(c.ipc_push_max_ranks, 4);
   assert_int_equal(c.shared_gpu_nccl_max_ranks, 2);
 
   setenv("QCOLL_TIMEOUT", "2.5", 1);
@@ -98,11 +99,27 @@ static void config_is_typed_and_bad_values_give_defaults(void **state) {
   assert_int_equal(c.spin_us, 50);
   assert_false(c.check);
   assert_true(c.nccl_blocking);
-  assert_int_equal(c.oneshot_max_bytes, 256u << 10);
+  assert_int_equal(c.oneshot_max_bytes, 0);
   const char *vars[] = {"QCOLL_TIMEOUT",       "QCOLL_ROOT_PORT",
                         "QCOLL_SPIN_US",       "QCOLL_CHECK",
                         "QCOLL_NCCL_BLOCKING", "QCOLL_ONESHOT_MAX_BYTES"};
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
+}
+
+/* The one-shot limit: 4 MiB over the ranks by default (the crossovers
+ * measured at 2 and 8 ranks), the variable's value when it is set. */
+static void oneshot_limit_scales_with_ranks_unless_set(void **state) {
+  qcoll__config_t c;
+  qcoll__config_read(&c);
+  assert_int_equal(qcoll__config_oneshot_max_bytes(&c, 2), 2u << 20);
+  assert_int_equal(qcoll__config_oneshot_max_bytes(&c, 4), 1u << 20);
+  assert_int_equal(qcoll__config_oneshot_max_bytes(&c, 8), 512u << 10);
+  assert_int_equal(qcoll__config_oneshot_max_bytes(&c, 1), 4u << 20);
+  setenv("QCOLL_ONESHOT_MAX_BYTES", "256K", 1);
+  qcoll__config_read(&c);
+  assert_int_equal(qcoll__config_oneshot_max_bytes(&c, 2), 256u << 10);
+  assert_int_equal(qcoll__config_oneshot_max_bytes(&c, 8), 256u << 10);
+  unsetenv("QCOLL_ONESHOT_MAX_BYTES");
 }
 
 /* A misspelt name is answered with the known name nearest to it. */
@@ -118,6 +135,7 @@ static void unknown_names_get_the_nearest_known_one(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(byte_sizes_parse_with_suffixes),
+      cmocka_unit_test(oneshot_limit_scales_with_ranks_unless_set),
       cmocka_unit_test(table_lists_every_variable_once),
       cmocka_unit_test(environment_overrides_default),
       cmocka_unit_test(config_is_typed_and_bad_values_give_defaults),
