@@ -191,12 +191,40 @@ bad_options)
   check_bad "--timeout needs a positive number of seconds, got '-1'" -n 1 --timeout -1 true
   check_bad "-x needs NAME=VALUE" -n 1 -x =3 true
   check_bad "-x QCOLL_RANK: this variable is set by qcoll-run" -n 1 -x QCOLL_RANK=3 true
+  check_bad "--bind-to takes core or none, got 'socket'" -n 1 --bind-to socket true
   launch --help
   expect_rc 0
   grep -q "Usage: qcoll-run -n N" "$TMP/out" || fail "--help prints no usage"
   launch --version
   expect_rc 0
   grep -q "^qcoll-run (qcoll) [0-9]*\.[0-9]*\.[0-9]*$" "$TMP/out" || fail "--version prints no version"
+  ;;
+bind)
+  # Placement, checked against the CPUs this test may use (taskset/cgroups
+  # included): with ranks <= CPUs each rank is bound to a CPU of its own, in
+  # rank order; --bind-to none leaves every rank the whole set; more ranks
+  # than CPUs are not bound.
+  allowed=$(grep '^Cpus_allowed_list' /proc/self/status | awk '{print $2}')
+  ncpu=$(nproc)
+  show='echo "$QCOLL_RANK $(grep ^Cpus_allowed_list /proc/self/status | awk "{print \$2}")"'
+  launch -n 1 --bind-to none /bin/sh -c "$show"
+  expect_rc 0
+  grep -qx "0 $allowed" "$TMP/out" || fail "--bind-to none: rank 0 does not have $allowed"
+  if [ "$ncpu" -ge 2 ]; then
+    launch -n 2 /bin/sh -c "$show"
+    expect_rc 0
+    c0=$(awk '$1 == 0 {print $2}' "$TMP/out")
+    c1=$(awk '$1 == 1 {print $2}' "$TMP/out")
+    case "$c0$c1" in *[!0-9]*) fail "ranks not bound to one CPU each: '$c0' '$c1'" ;; esac
+    [ -n "$c0" ] && [ -n "$c1" ] && [ "$c0" -lt "$c1" ] ||
+      fail "ranks 0 and 1 should be on distinct CPUs in rank order, got '$c0' and '$c1'"
+    echo "  2 ranks bound to CPUs $c0 and $c1 (allowed: $allowed)"
+  fi
+  launch -n $((ncpu + 1)) /bin/sh -c "$show"
+  expect_rc 0
+  [ "$(grep -c " $allowed\$" "$TMP/out")" -eq $((ncpu + 1)) ] ||
+    fail "$((ncpu + 1)) ranks on $ncpu CPUs should not be bound"
+  echo "  $((ncpu + 1)) ranks on $ncpu CPUs: not bound"
   ;;
 *)
   echo "unknown case $CASE"

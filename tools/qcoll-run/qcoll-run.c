@@ -9,6 +9,13 @@
  * QCOLL_LOCAL_RANK, QCOLL_LOCAL_SIZE and QCOLL_UNIQUE_ID set, which is what
  * qcoll_comm_init_env() reads.
  *
+ * Placement: with no more ranks than CPUs this process may use, rank r is
+ * bound to the r-th of them (--bind-to core), as mpirun binds its ranks;
+ * with more, or with --bind-to none, ranks run where the scheduler puts
+ * them.  Unbound ranks of a small job were seen sharing one CPU on a busy
+ * host while the other stood idle, so every barrier cost a context switch
+ * (docs/results/host-vs-mpi.md).
+ *
  * Failure handling: the first rank that fails (non-zero exit, or killed by a
  * signal) is reported on stderr, every other rank gets SIGTERM and, after a
  * short grace, SIGKILL; the launcher exits with the failing rank's status
@@ -32,6 +39,7 @@
 #include <limits.h>
 #include <math.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -86,9 +94,13 @@ static char *format_entry(const char *fmt, ...) {
 
 /* ---- options ------------------------------------------------------ */
 
+/* --bind-to: core, none, or (without the option) core when ranks fit. */
+typedef enum bind_policy { BIND_AUTO, BIND_CORE, BIND_NONE } bind_policy_t;
+
 typedef struct options {
   int nranks;
   bool tag_output;
+  bind_policy_t bind;
   double timeout_s; /* 0 = none */
   char **extra_env; /* "NAME=VALUE" strings from -x */
   int n_extra_env;
@@ -107,6 +119,8 @@ static void print_usage(FILE *f) {
       "      --timeout SECONDS stop the whole job after SECONDS (exit %d)\n"
       "  -x NAME=VALUE         set NAME in every rank's environment\n"
       "  -x NAME               pass NAME's current value on (repeatable)\n"
+      "      --bind-to core|none bind rank r to the r-th usable CPU, or not;\n"
+      "                        default: core when ranks <= usable CPUs\n"
       "  -h, --help            show this help\n"
       "      --version         show the version\n"
       "\n"
@@ -218,6 +232,7 @@ static void parse_options(int argc, char **argv, options_t *o) {
       {"timeout", required_argument, NULL, 'T'},
       {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, 'V'},
+      {"bind-to", required_argument, NULL, 'B'},
       {NULL, 0, NULL, 0}};
   memset(o, 0, sizeof *o);
   o->extra_env = calloc((size_t)argc, sizeof(char *));
@@ -253,6 +268,14 @@ static void parse_options(int argc, char **argv, options_t *o) {
         break;
       }
       case 'x': o->extra_env[o->n_extra_env++] = parse_extra_env(optarg); break;
+      case 'B':
+        if (strcmp(optarg, "core") == 0)
+          o->bind = BIND_CORE;
+        else if (strcmp(optarg, "none") == 0)
+          o->bind = BIND_NONE;
+        else
+          usage_error("--bind-to takes core or none, got '%s'", optarg);
+        break;
       case 'h': print_usage(stdout); exit(0);
       case 'V': print_version(); exit(0);
       case ':': /* optopt is the short name, or a long option's code */
@@ -511,6 +534,7 @@ typedef struct rank_proc {
 typedef struct job {
   const options_t *opt;
   rank_proc_t *ranks;
+  int *cpus; /* per rank: the CPU it is bound to, -1 for none */
   int n_running;
   int open_streams;
   bool stopping;       /* SIGTERM sent; later exits are not reported */
@@ -752,7 +776,14 @@ static void run_event_loop(job_t *job) {
 
 /* In the child, between fork and exec: async-signal-safe calls only. */
 static void exec_rank(const char *path, char **argv, char **envp, pid_t parent,
-                      int out_fd, int err_fd, int status_fd) {
+                      int cpu, int out_fd, int err_fd, int status_fd) {
+  if (cpu >= 0) {
+    /* A hint: a rank the system will not bind still runs, unbound. */
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    (void)sched_setaffinity(0, sizeof one, &one);
+  }
   struct sigaction dfl;
   memset(&dfl, 0, sizeof dfl);
   dfl.sa_handler = SIG_DFL;
@@ -816,8 +847,8 @@ static int spawn_rank(job_t *job, int r, const char *path, char **envp) {
   pid_t pid = fork();
   if (pid == 0) {
     close(status_pipe[0]);
-    exec_rank(path, job->opt->prog_argv, envp, parent, out_w, err_w,
-              status_pipe[1]);
+    exec_rank(path, job->opt->prog_argv, envp, parent, job->cpus[r], out_w,
+              err_w, status_pipe[1]);
   }
   int saved_errno = errno;
   close(status_pipe[1]);
@@ -846,6 +877,28 @@ static int spawn_rank(job_t *job, int r, const char *path, char **envp) {
     return child_errno == ENOENT ? 127 : 126;
   }
   return 0;
+}
+
+/* The CPU each rank is bound to (-1: not bound), by the --bind-to policy
+ * over the CPUs this process may use; NULL when out of memory. */
+static int *rank_cpus(const options_t *opt) {
+  int *cpus = malloc((size_t)opt->nranks * sizeof *cpus);
+  if (!cpus) return NULL;
+  cpu_set_t allowed;
+  int usable[CPU_SETSIZE], n = 0;
+  if (opt->bind != BIND_NONE &&
+      sched_getaffinity(0, sizeof allowed, &allowed) == 0)
+    for (int c = 0; c < CPU_SETSIZE; c++)
+      if (CPU_ISSET(c, &allowed)) usable[n++] = c;
+  bool bind = n > 0 && (opt->bind == BIND_CORE ||
+                        (opt->bind == BIND_AUTO && opt->nranks <= n));
+  if (opt->bind == BIND_CORE && opt->nranks > n && n > 0)
+    fprintf(stderr,
+            PROG_NAME ": --bind-to core with %d ranks on %d usable CPUs: "
+            "ranks share CPUs round-robin\n",
+            opt->nranks, n);
+  for (int r = 0; r < opt->nranks; r++) cpus[r] = bind ? usable[r % n] : -1;
+  return cpus;
 }
 
 /* Everything after the command line; returns the job's exit status. */
@@ -899,6 +952,11 @@ static int launch(const options_t *opt) {
       return 1;
     }
   }
+  job.cpus = rank_cpus(opt);
+  if (!job.cpus) {
+    perror(PROG_NAME);
+    return 1;
+  }
   fflush(NULL); /* nothing buffered may be written twice by the children */
 
   for (int r = 0; r < opt->nranks && !job.stopping; r++) {
@@ -922,6 +980,7 @@ static int launch(const options_t *opt) {
   }
   free(envs);
   free(job.ranks);
+  free(job.cpus);
 
   if (job.failure_code) return job.failure_code;
   if (job.timed_out) return EXIT_TIMEOUT;
