@@ -29,11 +29,6 @@ static qcoll_status_t quant_all_reduce(qcoll__ctx_t *comm, const void *sendbuf,
                                        qcoll_quant_t quant, bool rotate) {
   struct qcoll__cuda_comm *cc = comm->cuda;
   const char *qname = qcoll_quant_name(quant);
-  if (rotate)
-    return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
-                        "quantised all-reduce (%s): rotated groups are not "
-                        "implemented by the kernel yet",
-                        qname);
   if (op != QCOLL_SUM)
     return qcoll__error(comm, QCOLL_ERR_UNSUPPORTED,
                         "quantised all-reduce (%s) supports sum only, not %s: "
@@ -72,7 +67,8 @@ static qcoll_status_t quant_all_reduce(qcoll__ctx_t *comm, const void *sendbuf,
     size_t n = QCOLL_MIN(chunk, count - offset);
     cudaError_t err = qcoll__cuda_all_reduce_quant_launch(
         &cc->view, (const char *)sendbuf + offset * elem,
-        (char *)recvbuf + offset * elem, n, dtype, quant, (cudaStream_t)stream);
+        (char *)recvbuf + offset * elem, n, dtype, quant, rotate,
+        (cudaStream_t)stream);
     if (err != cudaSuccess) {
       (void)cudaGetLastError();
       return qcoll__error(comm, QCOLL_ERR_CUDA,
@@ -85,9 +81,10 @@ static qcoll_status_t quant_all_reduce(qcoll__ctx_t *comm, const void *sendbuf,
     }
   }
   QLOG_TRACE(comm, COLL,
-             "all-reduce %zu x %s sum: two-shot %s, %zu launch(es) of up to "
+             "all-reduce %zu x %s sum: two-shot %s%s, %zu launch(es) of up to "
              "%zu elements on stream %p",
-             count, qcoll_dtype_name(dtype), qname, chunks, chunk, stream);
+             count, qcoll_dtype_name(dtype), qname, rotate ? "+rot" : "",
+             chunks, chunk, stream);
   return QCOLL_OK;
 }
 

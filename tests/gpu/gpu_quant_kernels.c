@@ -88,7 +88,7 @@ static void quant_launches(world_t *w, int r, const void *send, void *recv,
   for (size_t off = 0; off < count; off += chunk)
     GT_CUDA(qcoll__cuda_all_reduce_quant_launch(
         &w->views[r], (const char *)send + off * es, (char *)recv + off * es,
-        count - off < chunk ? count - off : chunk, dtype, fmt, stream));
+        count - off < chunk ? count - off : chunk, dtype, fmt, 0, stream));
 }
 
 /* One quantised all-reduce on every rank, enqueued chunk by chunk across the
@@ -107,7 +107,7 @@ static void quant_all(world_t *w, char *const *send, size_t send_lead,
       GT_CUDA(qcoll__cuda_all_reduce_quant_launch(
           &w->views[r], send[r] + send_lead + off * es,
           recv[r] + recv_lead + off * es,
-          count - off < chunk ? count - off : chunk, dtype, fmt,
+          count - off < chunk ? count - off : chunk, dtype, fmt, 0,
           w->streams[r]));
 }
 
@@ -358,7 +358,7 @@ static void test_missing_peer(world_t *w) {
   double t0 = gt_now();
   for (int r = 0; r < w->n - 1; r++)
     GT_CUDA(qcoll__cuda_all_reduce_quant_launch(
-        &w->views[r], buf[r], buf[r], count, QCOLL_F32, QCOLL_QUANT_INT8,
+        &w->views[r], buf[r], buf[r], count, QCOLL_F32, QCOLL_QUANT_INT8, 0,
         w->streams[r]));
   for (int r = 0; r < w->n - 1; r++)
     gt_wait_stream(w->streams[r], 10, "missing peer");

@@ -35,6 +35,17 @@
  * stored as the host conversions of codec.h's canonical NaN produce it:
  * f16 0x7e00, bf16 0x7fc0, f32 0x7fc00000.
  *
+ * Rotated groups (rotate != 0, codec.h "Rotated groups"): phase 1 rotates
+ * each group after loading it (the tail group zero-padded first) and before
+ * encoding it; phase 2 reduces in the rotated domain unchanged, except that
+ * the padding of the last group is kept (it holds rotated values); phase 3
+ * applies the inverse after decoding, before storing.  Forward and inverse
+ * are codec.h's segment_rotate/segment_unrotate (three shuffles among the
+ * eight lanes of a group, in the host loop's operation order), so the output
+ * is ref_scheme_qcoll_rot()'s bit for bit.  The flag is one value for the
+ * whole grid, so the branches are uniform and every lane takes part in the
+ * shuffles.
+ *
  * Tails.  The last group of a launch is zero-padded past count in phase 1
  * and its padded lanes are zero again in phase 2 (they decode to zero
  * anyway, or to NaN in a group whose real values are not finite, which
@@ -494,8 +505,8 @@ __device__ __forceinline__ X opaque(X x) {
  * src + 128u), encoded into its group at dst (set u: 4u groups further). */
 template <typename T, int F>
 __device__ __forceinline__ void encode_step(const T *src, bool vec,
-                                            uint8_t *dst, LaneLeft t,
-                                            int lane) {
+                                            uint8_t *dst, LaneLeft t, int lane,
+                                            bool rot) {
   constexpr qcoll_quant_t fmt = static_cast<qcoll_quant_t>(F);
   const uint32_t gb = qcoll__codec_group_bytes(fmt);
   const int k = lane % kSegLanes;
@@ -509,6 +520,7 @@ __device__ __forceinline__ void encode_step(const T *src, bool vec,
     float x[kLaneValues];
 #pragma unroll
     for (int j = 0; j < kLaneValues; j++) x[j] = value_of(raw[u], j);
+    if (rot) qcoll__codec_segment_rotate(x, k);
     const LaneCode c = encode_values<F>(x);
     if (set_live(t, u)) store_code<F>(dst + u * kSegsPerWarp * gb, k, c);
   }
@@ -521,7 +533,8 @@ __device__ __forceinline__ void encode_step(const T *src, bool vec,
 template <typename T, int F>
 __device__ __forceinline__ void encode_parts(const qcoll__ipc_view_t &v,
                                              const BlockState *s, const T *send,
-                                             size_t count, int warp, int lane) {
+                                             size_t count, int warp, int lane,
+                                             bool rot) {
   using W = Walk<kEncodeSets>;
   const uint32_t gb = qcoll__codec_group_bytes(static_cast<qcoll_quant_t>(F));
   const int seg = lane / kSegLanes;
@@ -539,7 +552,7 @@ __device__ __forceinline__ void encode_parts(const qcoll__ipc_view_t &v,
                    lane_group(p, j, W::kGroups, seg, gb);
     for (; w.groups > 0; walk_next(&w)) {
       encode_step<T, F>(send + opaque(at), vec, opaque(dst), lane_left(w, lane),
-                        lane);
+                        lane, rot);
       at += kWarps * W::kValues;
       dst += kWarps * W::kGroups * gb;
     }
@@ -576,15 +589,16 @@ __device__ __forceinline__ void load_chunk(const uint8_t *in, size_t slot_bytes,
  * n contributions are loaded kChunk at a time (every load of a chunk issued
  * before the first is used), decoded and added in rank order (the first
  * contribution is the sum's start, not an addition to zero, which would
- * turn a -0 into +0), re-encoded once (values past count zero again) and
- * pushed into slot <my rank> of every rank's region 1 (the lane's group at
- * byte `out` of each rank's buffer). */
+ * turn a -0 into +0), re-encoded once (values past count zero again, unless
+ * the groups are rotated: there the padding was rotated into real values)
+ * and pushed into slot <my rank> of every rank's region 1 (the lane's group
+ * at byte `out` of each rank's buffer). */
 template <int F, int kSets, int kChunk>
 __device__ __forceinline__ void reduce_step(const qcoll__ipc_view_t &v,
                                             const BlockState *s,
                                             const uint8_t *in,
                                             size_t slot_bytes, size_t out,
-                                            LaneLeft t, int lane) {
+                                            LaneLeft t, int lane, bool rot) {
   const uint32_t gb = qcoll__codec_group_bytes(static_cast<qcoll_quant_t>(F));
   const int n = v.nranks;
   const int k = lane % kSegLanes;
@@ -608,7 +622,7 @@ __device__ __forceinline__ void reduce_step(const qcoll__ipc_view_t &v,
 #pragma unroll
   for (int u = 0; u < kSets; u++) {
     /* The padding of the last group: zero again, whatever it decoded to. */
-    const int avail = set_avail(t, u);
+    const int avail = rot ? kLaneValues : set_avail(t, u);
 #pragma unroll
     for (int j = 0; j < kLaneValues; j++)
       if (j >= avail) acc[u][j] = 0.0f;
@@ -630,8 +644,8 @@ __device__ __forceinline__ void reduce_step(const qcoll__ipc_view_t &v,
 template <int F, int kSets, int kChunk>
 __device__ __forceinline__ void reduce_segment(const qcoll__ipc_view_t &v,
                                                const BlockState *s,
-                                               size_t count, int warp,
-                                               int lane) {
+                                               size_t count, int warp, int lane,
+                                               bool rot) {
   using W = Walk<kSets>;
   const uint32_t gb = qcoll__codec_group_bytes(static_cast<qcoll_quant_t>(F));
   const int seg = lane / kSegLanes;
@@ -648,7 +662,7 @@ __device__ __forceinline__ void reduce_segment(const qcoll__ipc_view_t &v,
   const size_t slot_bytes = qcoll__qlayout_slot_bytes(v.region_bytes, v.nranks);
   for (; w.groups > 0; walk_next(&w)) {
     reduce_step<F, kSets, kChunk>(v, s, opaque(in), slot_bytes, out,
-                                  lane_left(w, lane), lane);
+                                  lane_left(w, lane), lane, rot);
     in += kWarps * W::kGroups * gb;
     out += kWarps * W::kGroups * gb;
   }
@@ -661,7 +675,8 @@ __device__ __forceinline__ void reduce_segment(const qcoll__ipc_view_t &v,
  * dst + 128u; only values below the limit). */
 template <typename T, int F>
 __device__ __forceinline__ void decode_step(const uint8_t *src, T *dst,
-                                            bool vec, LaneLeft t, int lane) {
+                                            bool vec, LaneLeft t, int lane,
+                                            bool rot) {
   constexpr qcoll_quant_t fmt = static_cast<qcoll_quant_t>(F);
   const uint32_t gb = qcoll__codec_group_bytes(fmt);
   const int k = lane % kSegLanes;
@@ -678,6 +693,7 @@ __device__ __forceinline__ void decode_step(const uint8_t *src, T *dst,
   for (int u = 0; u < kDecodeSets; u++) {
     float y[kLaneValues];
     decode_values<F>(raw_quad<F>(c[u], k), y);
+    if (rot) qcoll__codec_segment_unrotate(y, k);
     store_values(dst + u * kSegsPerWarp * QCOLL_CODEC_GROUP, set_avail(t, u),
                  vec, y);
   }
@@ -687,7 +703,8 @@ __device__ __forceinline__ void decode_step(const uint8_t *src, T *dst,
 template <typename T, int F>
 __device__ __forceinline__ void decode_all(const qcoll__ipc_view_t &v,
                                            const BlockState *s, T *recv,
-                                           size_t count, int warp, int lane) {
+                                           size_t count, int warp, int lane,
+                                           bool rot) {
   using W = Walk<kDecodeSets>;
   const uint32_t gb = qcoll__codec_group_bytes(static_cast<qcoll_quant_t>(F));
   const int seg = lane / kSegLanes;
@@ -704,7 +721,7 @@ __device__ __forceinline__ void decode_all(const qcoll__ipc_view_t &v,
     size_t at = lane_value(p, j, W::kGroups, lane);
     for (; w.groups > 0; walk_next(&w)) {
       decode_step<T, F>(opaque(src), recv + opaque(at), vec, lane_left(w, lane),
-                        lane);
+                        lane, rot);
       src += kWarps * W::kGroups * gb;
       at += kWarps * W::kValues;
     }
@@ -719,32 +736,34 @@ __device__ __forceinline__ void decode_all(const qcoll__ipc_view_t &v,
 template <int F>
 __device__ __forceinline__ void reduce_any(const qcoll__ipc_view_t &v,
                                            const BlockState *s, size_t count,
-                                           int warp, int lane) {
+                                           int warp, int lane, bool rot) {
   if (v.nranks <= 2)
-    reduce_segment<F, kReduceLoads / 2, 2>(v, s, count, warp, lane);
+    reduce_segment<F, kReduceLoads / 2, 2>(v, s, count, warp, lane, rot);
   else
-    reduce_segment<F, kReduceLoads / 4, 4>(v, s, count, warp, lane);
+    reduce_segment<F, kReduceLoads / 4, 4>(v, s, count, warp, lane, rot);
 }
 
 template <typename T, int F>
 __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     quant_twoshot_kernel(qcoll__ipc_view_t v, const T *send, T *recv,
-                         size_t count) {
+                         size_t count, int rotate) {
   __shared__ BlockState s;
   block_begin(v, &s);
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  const bool rot = rotate != 0; /* the same for the whole grid */
 
-  encode_parts<T, F>(v, &s, send, count, warp, lane);
+  encode_parts<T, F>(v, &s, send, count, warp, lane, rot);
   if (!block_barrier(v, 0, &s)) return;
-  reduce_any<F>(v, &s, count, warp, lane);
+  reduce_any<F>(v, &s, count, warp, lane, rot);
   if (!block_barrier(v, 1, &s)) return;
-  decode_all<T, F>(v, &s, recv, count, warp, lane);
+  decode_all<T, F>(v, &s, recv, count, warp, lane, rot);
   block_end(v, &s);
 }
 
 /* ---- dispatch ------------------------------------------------------------ */
 
-typedef void (*kernel_fn)(qcoll__ipc_view_t, const void *, void *, size_t);
+typedef void (*kernel_fn)(qcoll__ipc_view_t, const void *, void *, size_t,
+                          int);
 
 template <typename T>
 kernel_fn pick_format(qcoll_quant_t quant) {
@@ -801,7 +820,7 @@ extern "C" int qcoll__cuda_all_reduce_quant_grid(const qcoll__ipc_view_t *view,
 
 extern "C" cudaError_t qcoll__cuda_all_reduce_quant_launch(
     const qcoll__ipc_view_t *view, const void *sendbuf, void *recvbuf,
-    size_t count, qcoll_dtype_t dtype, qcoll_quant_t quant,
+    size_t count, qcoll_dtype_t dtype, qcoll_quant_t quant, int rotate,
     cudaStream_t stream) {
   kernel_fn fn = pick_kernel(dtype, QCOLL_SUM, quant);
   if (!fn || view->nranks < 1 || view->nranks > QCOLL_IPC_MAX_RANKS ||
@@ -810,7 +829,8 @@ extern "C" cudaError_t qcoll__cuda_all_reduce_quant_launch(
   if (count == 0) return cudaSuccess;
   int grid = qcoll__cuda_all_reduce_quant_grid(view, count);
   qcoll__ipc_view_t v = *view;
-  void *args[] = {&v, &sendbuf, &recvbuf, &count};
+  int rot = rotate != 0;
+  void *args[] = {&v, &sendbuf, &recvbuf, &count, &rot};
   return cudaLaunchKernel(reinterpret_cast<const void *>(fn), dim3(grid),
                           dim3(kThreads), args, 0, stream);
 }

@@ -259,14 +259,15 @@ int qcoll__cuda_all_reduce_quant_grid(const qcoll__ipc_view_t *view,
                                       size_t count);
 
 /* Enqueue one quantised sum all-reduce of count <= quant_chunk_elems
- * elements on stream.  Every rank must make the same call in the same
- * order, interleaved with the unquantised launches the same way on every
- * rank. */
+ * elements on stream; rotate != 0: over rotated groups (codec.h).  Every
+ * rank must make the same call in the same order, interleaved with the
+ * unquantised launches the same way on every rank. */
 cudaError_t qcoll__cuda_all_reduce_quant_launch(const qcoll__ipc_view_t *view,
                                                 const void *sendbuf,
                                                 void *recvbuf, size_t count,
                                                 qcoll_dtype_t dtype,
                                                 qcoll_quant_t quant,
+                                                int rotate,
                                                 cudaStream_t stream);
 
 /* Smallest number of blocks per SM that any quantised kernel keeps

@@ -16,6 +16,7 @@
  *  - quantised, every format x f16/bf16/f32, against the CPU model of the
  *    scheme (tests/codec/ref_scheme.c) rounded once to the element type,
  *    with zero groups, outliers and a group holding inf (NaN policy);
+ *    the same over rotated groups against the rotated CPU model;
  *  - one-shot, two-shot and quantised all-reduces alternating on one
  *    world (epochs and flags carry over from one kind to the next);
  *  - a rank that never arrives: the others give up within the deadline
@@ -50,16 +51,22 @@ static const unsigned EMU_THREADS = 64; /* kThreads of the prepared ipc_sync.cuh
 
 cudaError_t emu_launch(const void *fn, dim3 grid, void **args, int nargs,
                        cudaStream_t s) {
-  if (nargs != 4) {
+  if (nargs != 4 && nargs != 5) {
     fprintf(stderr, "emu_launch: %d args\n", nargs);
     abort();
   }
-  auto f = (void (*)(qcoll__ipc_view_t, const void *, void *, size_t))fn;
   qcoll__ipc_view_t v = *(qcoll__ipc_view_t *)args[0];
   const void *send = *(const void **)args[1];
   void *recv = *(void **)args[2];
   size_t count = *(size_t *)args[3];
   unsigned g = grid.x;
+  if (nargs == 5) { /* the quantised kernel: its rotation flag last */
+    auto f = (void (*)(qcoll__ipc_view_t, const void *, void *, size_t, int))fn;
+    int rot = *(int *)args[4];
+    s->push([=] { run_grid([=] { f(v, send, recv, count, rot); }, g); });
+    return cudaSuccess;
+  }
+  auto f = (void (*)(qcoll__ipc_view_t, const void *, void *, size_t))fn;
   s->push([=] { run_grid([=] { f(v, send, recv, count); }, g); });
   return cudaSuccess;
 }
@@ -207,12 +214,14 @@ static void check_output(const char *what, int r, const char *out, size_t lead,
  * the guard, so that the user pointers are not 16-byte aligned. */
 static void run_case(World &w, qcoll_quant_t fmt, qcoll_dtype_t d, size_t count,
                      int grid_limit, bool in_place, bool specials,
-                     uint32_t seed, size_t mis_send, size_t mis_recv) {
+                     uint32_t seed, size_t mis_send, size_t mis_recv,
+                     bool rot = false) {
   const size_t ls = GUARD + mis_send, lr = in_place ? ls : GUARD + mis_recv;
   char what[200];
   snprintf(what, sizeof what,
-           "N=%d %s %s count=%zu grid<=%d %s%s, pointers +%zu/+%zu", w.n,
-           qcoll_quant_name(fmt), dtype_name(d), count, grid_limit,
+           "N=%d %s%s %s count=%zu grid<=%d %s%s, pointers +%zu/+%zu", w.n,
+           qcoll_quant_name(fmt), rot ? "+rot" : "", dtype_name(d), count,
+           grid_limit,
            in_place ? "in-place" : "out-of-place", specials ? " +inf" : "",
            mis_send, mis_recv);
   const size_t es = qcoll_dtype_size(d);
@@ -241,7 +250,7 @@ static void run_case(World &w, qcoll_quant_t fmt, qcoll_dtype_t d, size_t count,
           (in_place ? send[r].data() : recv[r].data()) + (lr + off) * es;
       cudaError_t err = qcoll__cuda_all_reduce_quant_launch(
           &w.views[r], s, o, count - off < chunk ? count - off : chunk, d, fmt,
-          w.streams[r]);
+          rot ? 1 : 0, w.streams[r]);
       if (err != cudaSuccess) FAIL("%s: launch refused (%d)", what, err);
     }
   w.sync();
@@ -250,7 +259,10 @@ static void run_case(World &w, qcoll_quant_t fmt, qcoll_dtype_t d, size_t count,
       FAIL("%s: rank %d error word 0x%016llx", what, r, w.words[r][0]);
   std::vector<float> expected(count);
   if (count &&
-      ref_scheme_qcoll(fmt, w.n, count, in_ptr.data(), expected.data()) != 0) {
+      (rot ? ref_scheme_qcoll_rot(fmt, w.n, count, in_ptr.data(),
+                                  expected.data())
+           : ref_scheme_qcoll(fmt, w.n, count, in_ptr.data(),
+                              expected.data())) != 0) {
     FAIL("%s: out of memory in the reference", what);
     return;
   }
@@ -285,6 +297,34 @@ static void test_exact(World &w) {
       }
   }
   printf("N=%d: %d quantised cases %s\n", w.n, cases,
+         failures == before ? "ok" : "FAILED");
+}
+
+/* Rotated groups: every format and element type against the rotated CPU
+ * model, bit for bit, on counts that leave a partial last group (its
+ * padding is rotated into real values), span several chunks, and hold
+ * outliers and a group with inf. */
+static void test_rotated(World &w) {
+  const int before = failures;
+  int cases = 0;
+  uint32_t seed = 500;
+  static const qcoll_quant_t fmts[] = {QCOLL_QUANT_FP8, QCOLL_QUANT_INT8,
+                                       QCOLL_QUANT_INT6, QCOLL_QUANT_INT4,
+                                       QCOLL_QUANT_INT3};
+  static const qcoll_dtype_t dts[] = {QCOLL_F16, QCOLL_BF16, QCOLL_F32};
+  for (qcoll_quant_t f : fmts) {
+    const size_t chunk =
+        qcoll__cuda_all_reduce_quant_chunk_elems(&w.views[0], f);
+    const size_t counts[] = {1, 33, 2000, chunk + 45, 2 * chunk + 3};
+    for (qcoll_dtype_t d : dts)
+      for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+        run_case(w, f, d, counts[c], c % 2 ? 1 : 4, (c + (size_t)d) % 2 == 1,
+                 c == 2 || c == 4, seed++, (c * 3 + (size_t)f) % 4,
+                 (c + 1 + (size_t)d) % 4, true);
+        cases++;
+      }
+  }
+  printf("N=%d: %d rotated quantised cases %s\n", w.n, cases,
          failures == before ? "ok" : "FAILED");
 }
 
@@ -404,7 +444,7 @@ static void test_missing_peer(World &w) {
     for (int r = 0; r + 1 < w.n; r++)
       qcoll__cuda_all_reduce_quant_launch(&w.views[r], buf[r].data() + off,
                                           buf[r].data() + off, chunk, d,
-                                          QCOLL_QUANT_INT8, w.streams[r]);
+                                          QCOLL_QUANT_INT8, 0, w.streams[r]);
   w.sync();
   double took =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
@@ -457,6 +497,7 @@ int main(int argc, char **argv) {
     World w(n);
     test_plain(w);
     test_exact(w);
+    test_rotated(w);
     test_mixed(w);
     if (n > 1) test_missing_peer(w);
   }
