@@ -272,10 +272,14 @@ static void run_case(World &w, qcoll_quant_t fmt, qcoll_dtype_t d, size_t count,
                  [&](size_t i) { return result_bits(expected[i], d); });
 }
 
-static void test_exact(World &w) {
+/* Every format and element type against the CPU model, bit for bit;
+ * rot: over rotated groups, against the rotated model (the padding of a
+ * partial last group is rotated into real values there).  Counts from one
+ * value to several chunks, outliers and a group with inf. */
+static void test_quantised(World &w, bool rot) {
   const int before = failures;
   int cases = 0;
-  uint32_t seed = 1;
+  uint32_t seed = rot ? 500 : 1;
   static const qcoll_quant_t fmts[] = {QCOLL_QUANT_FP8, QCOLL_QUANT_INT8,
                                        QCOLL_QUANT_INT6, QCOLL_QUANT_INT4,
                                        QCOLL_QUANT_INT3};
@@ -292,39 +296,11 @@ static void test_exact(World &w) {
         int limit = c % 2 ? 1 : 4;
         run_case(w, f, d, counts[c], limit, in_place,
                  c == 5 || c == 7 || c == 10, seed++, (c * 3 + (size_t)f) % 4,
-                 (c + 1 + (size_t)d) % 4);
+                 (c + 1 + (size_t)d) % 4, rot);
         cases++;
       }
   }
-  printf("N=%d: %d quantised cases %s\n", w.n, cases,
-         failures == before ? "ok" : "FAILED");
-}
-
-/* Rotated groups: every format and element type against the rotated CPU
- * model, bit for bit, on counts that leave a partial last group (its
- * padding is rotated into real values), span several chunks, and hold
- * outliers and a group with inf. */
-static void test_rotated(World &w) {
-  const int before = failures;
-  int cases = 0;
-  uint32_t seed = 500;
-  static const qcoll_quant_t fmts[] = {QCOLL_QUANT_FP8, QCOLL_QUANT_INT8,
-                                       QCOLL_QUANT_INT6, QCOLL_QUANT_INT4,
-                                       QCOLL_QUANT_INT3};
-  static const qcoll_dtype_t dts[] = {QCOLL_F16, QCOLL_BF16, QCOLL_F32};
-  for (qcoll_quant_t f : fmts) {
-    const size_t chunk =
-        qcoll__cuda_all_reduce_quant_chunk_elems(&w.views[0], f);
-    const size_t counts[] = {1, 33, 2000, chunk + 45, 2 * chunk + 3};
-    for (qcoll_dtype_t d : dts)
-      for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
-        run_case(w, f, d, counts[c], c % 2 ? 1 : 4, (c + (size_t)d) % 2 == 1,
-                 c == 2 || c == 4, seed++, (c * 3 + (size_t)f) % 4,
-                 (c + 1 + (size_t)d) % 4, true);
-        cases++;
-      }
-  }
-  printf("N=%d: %d rotated quantised cases %s\n", w.n, cases,
+  printf("N=%d: %d %squantised cases %s\n", w.n, cases, rot ? "rotated " : "",
          failures == before ? "ok" : "FAILED");
 }
 
@@ -496,8 +472,8 @@ int main(int argc, char **argv) {
     }
     World w(n);
     test_plain(w);
-    test_exact(w);
-    test_rotated(w);
+    test_quantised(w, false);
+    test_quantised(w, true);
     test_mixed(w);
     if (n > 1) test_missing_peer(w);
   }
