@@ -29,7 +29,8 @@
 # QCOLL_BIND=1 starts qcoll's ranks (and the baseline's) the way mpirun
 # places MPI's: each bound to one CPU (bench/pin-rank.sh) when there are no
 # more ranks than CPUs, not bound otherwise; by default (0) they run as
-# qcoll-run starts them, not bound.
+# qcoll-run starts them (which, since it binds like mpirun, is the same
+# placement for qcoll; a baseline older than that runs unbound).
 #
 # Knobs (environment): RANKS ("2 4"), ROUNDS (5), SIZES ("-b 8 -e 64M -f 2"),
 # ITERS ("-n 20 -w 5"), DTYPE (f32), PLACEMENT (1), PLACEMENT_ROUNDS (3),
@@ -116,7 +117,7 @@ mkdir -p "$OUT"
   echo "mpi: $(mpirun --version | head -1)"
   echo "qcoll: $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (working tree with uncommitted changes)'), CMake RelWithDebInfo, QCOLL_WITH_CUDA=OFF"
   [ -n "$BASELINE" ] && echo "baseline: $(git rev-parse "$BASELINE") ($BASELINE)"
-  echo "qcoll placement: $([ "$QCOLL_BIND" = 1 ] && echo "bound one rank per CPU when ranks <= CPUs (QCOLL_BIND=1)" || echo "as qcoll-run starts them (not bound)")"
+  echo "qcoll placement: $([ "$QCOLL_BIND" = 1 ] && echo "bound one rank per CPU when ranks <= CPUs (QCOLL_BIND=1)" || echo "as qcoll-run starts them (its default: one rank per CPU when ranks <= CPUs, as mpirun)")"
   echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$OUT/machine.txt"
 
