@@ -274,8 +274,10 @@ static void run_case(World &w, qcoll_quant_t fmt, qcoll_dtype_t d, size_t count,
 
 /* Every format and element type against the CPU model, bit for bit;
  * rot: over rotated groups, against the rotated model (the padding of a
- * partial last group is rotated into real values there).  Counts from one
- * value to several chunks, outliers and a group with inf. */
+ * partial last group is rotated into real values there), on three of the
+ * counts (one value, a partial group, two chunks with a partial last group
+ * and a group with inf: the emulated shuffles of the transform are slow).
+ * Counts from one value to several chunks, outliers and a group with inf. */
 static void test_quantised(World &w, bool rot) {
   const int before = failures;
   int cases = 0;
@@ -292,6 +294,7 @@ static void test_quantised(World &w, bool rot) {
         2000, chunk, chunk + 45, 2 * chunk + 3, chunk - 5, chunk / 2 + 17};
     for (qcoll_dtype_t d : dts)
       for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+        if (rot && c != 0 && c != 3 && c != 7) continue;
         bool in_place = (c + (size_t)d) % 2 == 1;
         int limit = c % 2 ? 1 : 4;
         run_case(w, f, d, counts[c], limit, in_place,
