@@ -247,12 +247,14 @@ static qcoll_status_t place_call(qcoll_comm_t comm, call_t *c) {
  * or hanging. */
 typedef struct signature {
   /* algo: the forced algorithm of a GPU call (-1 on host buffers, where
-   * auto and host take the same path); opt_algo and opt_quant: the per-call
-   * options as the caller passed them (defaults without opts), which must
-   * be the same on every rank even where they take the same path.  Eight
-   * int32 keep the struct free of padding, so memcmp never compares
+   * auto and host take the same path); opt_algo, opt_quant and rotate: the
+   * per-call options as the caller passed them (defaults without opts),
+   * which must be the same on
+   * every rank even where they take the same path.  Ten int32 (the last
+   * always 0) keep the struct free of padding, so memcmp never compares
    * indeterminate bytes. */
-  int32_t kind, dtype, op, root, placement, algo, opt_algo, opt_quant;
+  int32_t kind, dtype, op, root, placement, algo, opt_algo, opt_quant, rotate,
+      zero;
   uint64_t count;
 } signature_t;
 
@@ -260,17 +262,19 @@ static const char *signature_algo(const signature_t *s) {
   return s->algo < 0 ? "host" : qcoll_algo_name((qcoll_algo_t)s->algo);
 }
 
-/* "count=8, dtype=f32, op=sum, root=-1, algo=host, options auto/default" */
+/* "count=8, dtype=f32, op=sum, root=-1, algo=host, options auto/default"
+ * ("auto/int8+rot" with rotated groups) */
 static void format_signature(const signature_t *s, char *buf, size_t size) {
   snprintf(buf, size,
            "%s(count=%llu, dtype=%s, op=%s, root=%d, algo=%s, options "
-           "%s/%s)",
+           "%s/%s%s)",
            (unsigned)s->kind <= QCOLL__COLL_BARRIER ? qcoll__coll_fn(s->kind) : "?",
            (unsigned long long)s->count,
            qcoll_dtype_name((qcoll_dtype_t)s->dtype),
            s->op < 0 ? "-" : qcoll_op_name((qcoll_op_t)s->op), s->root,
            signature_algo(s), qcoll_algo_name((qcoll_algo_t)s->opt_algo),
-           qcoll_quant_name((qcoll_quant_t)s->opt_quant));
+           qcoll_quant_name((qcoll_quant_t)s->opt_quant),
+           s->rotate ? "+rot" : "");
 }
 
 static qcoll_status_t check_signature(qcoll_comm_t comm, const call_t *c) {
@@ -288,6 +292,10 @@ static qcoll_status_t check_signature(qcoll_comm_t comm, const call_t *c) {
                       c->device < 0 ? -1 : (int32_t)c->algo,
                       c->opts ? (int32_t)c->opts->algo : QCOLL_ALGO_AUTO,
                       c->opts ? (int32_t)c->opts->quant : QCOLL_QUANT_DEFAULT,
+                      c->opts && c->opts->size == sizeof *c->opts
+                          ? (int32_t)(c->opts->quant_rotate != 0)
+                          : 0,
+                      0,
                       c->call.count};
   all[comm->ctx.rank] = mine;
   qcoll_status_t st =

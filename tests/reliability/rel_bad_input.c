@@ -83,6 +83,7 @@ typedef struct call {
   int root;
   bool ex; /* all-reduce only: the _ex form with algo */
   qcoll_algo_t algo;
+  int rotate; /* with ex: opts.quant_rotate */
 } call_t;
 
 static const char *const kind_fn[] = {
@@ -96,6 +97,7 @@ static qcoll_status_t issue(const call_t *c) {
         qcoll_options_t o;
         qcoll_options_init(&o);
         o.algo = c->algo;
+        o.quant_rotate = c->rotate;
         return qcoll_all_reduce_ex(sendbuf, recvbuf, c->count, c->dtype, c->op,
                                    comm, NULL, &o);
       }
@@ -130,7 +132,8 @@ static void expect_named(const char *what, const char *msg, int rank,
   else if (!strcmp(field, "op"))
     snprintf(part, sizeof part, "op=%s", qcoll_op_name(c->op));
   else if (!strcmp(field, "options"))
-    snprintf(part, sizeof part, "options %s/default", qcoll_algo_name(c->algo));
+    snprintf(part, sizeof part, "options %s/default%s", qcoll_algo_name(c->algo),
+             c->rotate ? "+rot" : ")");
   else
     snprintf(part, sizeof part, "root=%d", c->root);
   EXPECT(strstr(msg, part), "%s: message '%s' lacks '%s'", what, msg, part);
@@ -146,62 +149,69 @@ typedef struct mismatch {
 static const mismatch_t mismatches[] = {
     {"all-reduce count",
      NULL,
-     {NULL, 0, 8, QCOLL_I32, QCOLL_SUM, 0, false, QCOLL_ALGO_AUTO},
-     {NULL, 0, 9, QCOLL_I32, QCOLL_SUM, 0, false, QCOLL_ALGO_AUTO},
+     {NULL, 0, 8, QCOLL_I32, QCOLL_SUM, 0, false, QCOLL_ALGO_AUTO, 0},
+     {NULL, 0, 9, QCOLL_I32, QCOLL_SUM, 0, false, QCOLL_ALGO_AUTO, 0},
      false},
     /* Same element size: without the check the bytes would be read as the
      * wrong type, silently. */
     {"all-reduce dtype",
      "dtype",
-     {NULL, 0, 8, QCOLL_F32, QCOLL_SUM, 0, false, QCOLL_ALGO_AUTO},
-     {NULL, 0, 8, QCOLL_I32, QCOLL_SUM, 0, false, QCOLL_ALGO_AUTO},
+     {NULL, 0, 8, QCOLL_F32, QCOLL_SUM, 0, false, QCOLL_ALGO_AUTO, 0},
+     {NULL, 0, 8, QCOLL_I32, QCOLL_SUM, 0, false, QCOLL_ALGO_AUTO, 0},
      false},
     {"all-reduce op",
      "op",
-     {NULL, 0, 8, QCOLL_I32, QCOLL_SUM, 0, false, QCOLL_ALGO_AUTO},
-     {NULL, 0, 8, QCOLL_I32, QCOLL_MAX, 0, false, QCOLL_ALGO_AUTO},
+     {NULL, 0, 8, QCOLL_I32, QCOLL_SUM, 0, false, QCOLL_ALGO_AUTO, 0},
+     {NULL, 0, 8, QCOLL_I32, QCOLL_MAX, 0, false, QCOLL_ALGO_AUTO, 0},
      false},
     {"reduce root",
      "root",
-     {NULL, 1, 8, QCOLL_I32, QCOLL_SUM, 0, false, QCOLL_ALGO_AUTO},
-     {NULL, 1, 8, QCOLL_I32, QCOLL_SUM, 1, false, QCOLL_ALGO_AUTO},
+     {NULL, 1, 8, QCOLL_I32, QCOLL_SUM, 0, false, QCOLL_ALGO_AUTO, 0},
+     {NULL, 1, 8, QCOLL_I32, QCOLL_SUM, 1, false, QCOLL_ALGO_AUTO, 0},
      false},
     {"broadcast root",
      "root",
-     {NULL, 2, 8, QCOLL_I32, QCOLL_SUM, 1, false, QCOLL_ALGO_AUTO},
-     {NULL, 2, 8, QCOLL_I32, QCOLL_SUM, 0, false, QCOLL_ALGO_AUTO},
+     {NULL, 2, 8, QCOLL_I32, QCOLL_SUM, 1, false, QCOLL_ALGO_AUTO, 0},
+     {NULL, 2, 8, QCOLL_I32, QCOLL_SUM, 0, false, QCOLL_ALGO_AUTO, 0},
      false},
     {"all-gather count",
      NULL,
-     {NULL, 3, 100, QCOLL_I32, QCOLL_SUM, 0, false, QCOLL_ALGO_AUTO},
-     {NULL, 3, 64, QCOLL_I32, QCOLL_SUM, 0, false, QCOLL_ALGO_AUTO},
+     {NULL, 3, 100, QCOLL_I32, QCOLL_SUM, 0, false, QCOLL_ALGO_AUTO, 0},
+     {NULL, 3, 64, QCOLL_I32, QCOLL_SUM, 0, false, QCOLL_ALGO_AUTO, 0},
      false},
     {"reduce-scatter op",
      "op",
-     {NULL, 4, 16, QCOLL_I32, QCOLL_SUM, 0, false, QCOLL_ALGO_AUTO},
-     {NULL, 4, 16, QCOLL_I32, QCOLL_PROD, 0, false, QCOLL_ALGO_AUTO},
+     {NULL, 4, 16, QCOLL_I32, QCOLL_SUM, 0, false, QCOLL_ALGO_AUTO, 0},
+     {NULL, 4, 16, QCOLL_I32, QCOLL_PROD, 0, false, QCOLL_ALGO_AUTO, 0},
      false},
     {"all-gather instead of all-reduce",
      NULL,
-     {NULL, 0, 8, QCOLL_I32, QCOLL_SUM, 0, false, QCOLL_ALGO_AUTO},
-     {NULL, 3, 8, QCOLL_I32, QCOLL_SUM, 0, false, QCOLL_ALGO_AUTO},
+     {NULL, 0, 8, QCOLL_I32, QCOLL_SUM, 0, false, QCOLL_ALGO_AUTO, 0},
+     {NULL, 3, 8, QCOLL_I32, QCOLL_SUM, 0, false, QCOLL_ALGO_AUTO, 0},
      false},
     {"barrier instead of all-reduce",
      NULL,
-     {NULL, 0, 8, QCOLL_I32, QCOLL_SUM, 0, false, QCOLL_ALGO_AUTO},
-     {NULL, 5, 0, QCOLL_U8, QCOLL_SUM, 0, false, QCOLL_ALGO_AUTO},
+     {NULL, 0, 8, QCOLL_I32, QCOLL_SUM, 0, false, QCOLL_ALGO_AUTO, 0},
+     {NULL, 5, 0, QCOLL_U8, QCOLL_SUM, 0, false, QCOLL_ALGO_AUTO, 0},
      false},
     /* Both take the host path, yet the options differ: the header makes
      * any difference in the options a mismatch. */
     {"all-reduce options auto vs host",
      "options",
-     {NULL, 0, 8, QCOLL_I32, QCOLL_SUM, 0, true, QCOLL_ALGO_AUTO},
-     {NULL, 0, 8, QCOLL_I32, QCOLL_SUM, 0, true, QCOLL_ALGO_HOST},
+     {NULL, 0, 8, QCOLL_I32, QCOLL_SUM, 0, true, QCOLL_ALGO_AUTO, 0},
+     {NULL, 0, 8, QCOLL_I32, QCOLL_SUM, 0, true, QCOLL_ALGO_HOST, 0},
+     false},
+    /* Rotation asked for on one rank only: ignored on host buffers, a
+     * corrupted sum on quantised GPU ones; refused on both. */
+    {"all-reduce options rotation",
+     "options",
+     {NULL, 0, 8, QCOLL_I32, QCOLL_SUM, 0, true, QCOLL_ALGO_AUTO, 0},
+     {NULL, 0, 8, QCOLL_I32, QCOLL_SUM, 0, true, QCOLL_ALGO_AUTO, 1},
      false},
     {"every rank a different count",
      NULL,
-     {NULL, 0, 8, QCOLL_I32, QCOLL_SUM, 0, false, QCOLL_ALGO_AUTO},
-     {NULL, 0, 8, QCOLL_I32, QCOLL_SUM, 0, false, QCOLL_ALGO_AUTO},
+     {NULL, 0, 8, QCOLL_I32, QCOLL_SUM, 0, false, QCOLL_ALGO_AUTO, 0},
+     {NULL, 0, 8, QCOLL_I32, QCOLL_SUM, 0, false, QCOLL_ALGO_AUTO, 0},
      true},
 };
 
