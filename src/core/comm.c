@@ -549,9 +549,12 @@ static qcoll_status_t job_root(const launch_env_t *e,
                           "%s environment: set QCOLL_ROOT_PORT (or "
                           "MASTER_PORT) for the rendezvous",
                           e->launcher);
+    /* A port of [20000, 32767], below Linux's default ephemeral range
+     * (32768-60999): there any local connection may hold it for a while,
+     * and the root then could not listen (seen once in CI). */
     uint8_t h[32];
     derive_secret(job, h);
-    *port = 20000 + (int)(((unsigned)h[0] << 8 | h[1]) % 20000u);
+    *port = 20000 + (int)(((unsigned)h[0] << 8 | h[1]) % 12768u);
   }
   if (*port > 65535)
     return qcoll__error(NULL, QCOLL_ERR_INVALID_ARGUMENT,
