@@ -12,8 +12,9 @@
 #   bench  bench/torch_overhead.py at 2 and 8 ranks (bf16, 4 KiB and 1 MiB,
 #          eager, host time per call; DDP step of a small MLP)
 # Usage, from the repository root:
-#   OUT=$OUT scripts/torch-gpu.sh                 # STEPS="build test bench"
-#   OUT=$OUT STEPS=bench scripts/torch-gpu.sh     # a later call, machine still warm
+#   OUT=$OUT scripts/torch-gpu.sh                 # TORCH_STEPS="build test bench"
+#   OUT=$OUT TORCH_STEPS=bench scripts/torch-gpu.sh   # a later call, machine still warm
+# (its own name: a STEPS of a calling script does not leak into it)
 # Logs go to $OUT (torch-*.log); the bench lines are also in $OUT/summary.log.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -22,7 +23,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-/tmp/qcoll-torch}
 mkdir -p "$OUT"
 BUILD_DIR=${BUILD_DIR:-$root/build-gpu}
-STEPS=${STEPS:-"build test bench"}
+STEPS=${TORCH_STEPS:-"build test bench"}
 export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
 export CUDA_MPS_PIPE_DIRECTORY=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/qcoll-mps/pipe}
 export CUDA_MPS_LOG_DIRECTORY=${CUDA_MPS_LOG_DIRECTORY:-/tmp/qcoll-mps/log}
