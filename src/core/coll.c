@@ -249,10 +249,9 @@ typedef struct signature {
   /* algo: the forced algorithm of a GPU call (-1 on host buffers, where
    * auto and host take the same path); opt_algo, opt_quant and rotate: the
    * per-call options as the caller passed them (defaults without opts),
-   * which must be the same on
-   * every rank even where they take the same path.  Ten int32 (the last
-   * always 0) keep the struct free of padding, so memcmp never compares
-   * indeterminate bytes. */
+   * which must be the same on every rank even where they take the same
+   * path.  Ten int32 (the last always 0) keep the struct free of padding,
+   * so memcmp never compares indeterminate bytes. */
   int32_t kind, dtype, op, root, placement, algo, opt_algo, opt_quant, rotate,
       zero;
   uint64_t count;
