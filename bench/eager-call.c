@@ -9,12 +9,16 @@
  * synchronisation between batches, untimed.  Prints the median and the
  * best batch, in microseconds per call.
  *
+ * -r: the ranks of a launcher instead (qcoll_comm_init_env, e.g. under
+ * qcoll-run -n 2): each rank's calls then launch the IPC kernels, which
+ * wait for each other on the GPU while the host measures its own side.
+ *
  * Uses the public API only, so the same binary measures any build of the
  * library (LD_LIBRARY_PATH picks it):
  *
  *   cc -O2 -Iinclude -I/usr/local/cuda/include bench/eager-call.c \
  *      -L"$BUILD" -lqcoll -L/usr/local/cuda/lib64 -lcudart -o eager-call
- *   LD_LIBRARY_PATH="$BUILD" ./eager-call [-n CALLS] [-b BATCH] [-c COUNT]
+ *   LD_LIBRARY_PATH="$BUILD" ./eager-call [-n CALLS] [-b BATCH] [-c COUNT] [-r]
  *
  * Exit status 77 (skipped) without a usable GPU.
  */
@@ -50,15 +54,19 @@ static int compare(const void *a, const void *b) {
 int main(int argc, char **argv) {
   int calls = 2000, batch = 100;
   size_t count = 2;
-  for (int opt; (opt = getopt(argc, argv, "n:b:c:")) != -1;) {
+  int launched = 0;
+  for (int opt; (opt = getopt(argc, argv, "n:b:c:r")) != -1;) {
     if (opt == 'n')
       calls = atoi(optarg);
     else if (opt == 'b')
       batch = atoi(optarg);
     else if (opt == 'c')
       count = (size_t)atoll(optarg);
+    else if (opt == 'r')
+      launched = 1;
     else {
-      fprintf(stderr, "usage: eager-call [-n CALLS] [-b BATCH] [-c COUNT]\n");
+      fprintf(stderr,
+              "usage: eager-call [-n CALLS] [-b BATCH] [-c COUNT] [-r]\n");
       return 2;
     }
   }
@@ -82,8 +90,15 @@ int main(int argc, char **argv) {
   }
   qcoll_unique_id_t id;
   qcoll_comm_t comm;
-  OK(qcoll_get_unique_id(&id));
-  OK(qcoll_comm_init_rank(&comm, 1, &id, 0, NULL));
+  if (launched) {
+    OK(qcoll_comm_init_env(&comm, NULL));
+  } else {
+    OK(qcoll_get_unique_id(&id));
+    OK(qcoll_comm_init_rank(&comm, 1, &id, 0, NULL));
+  }
+  int rank = 0, nranks = 1;
+  OK(qcoll_comm_rank(comm, &rank));
+  OK(qcoll_comm_size(comm, &nranks));
 
   for (int i = 0; i < batch; i++) /* warm up: IPC set-up, first launches */
     OK(qcoll_all_reduce(buf, buf, count, QCOLL_F32, QCOLL_SUM, comm, stream));
@@ -105,9 +120,10 @@ int main(int argc, char **argv) {
   OK(qcoll_comm_get_async_error(comm, &async));
   qsort(per_call, (size_t)batches, sizeof *per_call, compare);
   printf(
-      "eager all_reduce %zu x f32, 1 rank, %d calls in batches of %d: "
+      "eager all_reduce %zu x f32, rank %d of %d, %d calls in batches of %d: "
       "host time per call median %.2f us, best batch %.2f us%s\n",
-      count, batches * batch, batch, per_call[batches / 2], per_call[0],
+      count, rank, nranks, batches * batch, batch, per_call[batches / 2],
+      per_call[0],
       async == QCOLL_OK ? "" : " (async error!)");
   free(per_call);
   OK(qcoll_comm_destroy(comm));

@@ -26,7 +26,7 @@ t0=$(date +%s)
 QCOLL_BUILD_DIR=build scripts/build.sh
 took build "$t0"
 t0=$(date +%s)
-(cd build && ctest --output-on-failure --timeout 600 -j 2 -LE slow)
+(cd build && ctest --output-on-failure --timeout 600 -j 2 -LE "slow|subset")
 echo "# reasons given by skipped tests:"
 (cd build && ctest -L gpu -V 2>&1 | grep -E "SKIP" | sed 's/^[0-9]*: //' | sort | uniq -c) || true
 took ctest "$t0"

@@ -340,6 +340,7 @@ static const char *const other_names[] = {
     "QCOLL_FUZZ_DIR",
     "QCOLL_FUZZ_JOBS",
     "QCOLL_FUZZ_SECONDS",
+    "QCOLL_INCLUDE", /* qcoll.torch's extension build */
     "QCOLL_JOBS",
     "QCOLL_PERF_CUDA",
     "QCOLL_PYTHON3",
@@ -348,7 +349,12 @@ static const char *const other_names[] = {
     "QCOLL_SANITIZE",
     "QCOLL_SRC",
     "QCOLL_SKIP_SANITIZERS",
+    "QCOLL_TEST_IMPL",
     "QCOLL_TEST_KERNEL_TIMEOUT",
+    "QCOLL_TORCH_BACKEND", /* qcoll.torch */
+    "QCOLL_TORCH_EXT",
+    "QCOLL_TORCH_EXT_DIR",
+    "QCOLL_TORCH_EXT_VERBOSE",
     "QCOLL_WITH_CUDA",
 };
 

@@ -53,8 +53,13 @@ if(CMAKE_CXX_COMPILER)
                          $<$<COMPILE_LANGUAGE:CXX>:-Wno-unknown-pragmas>)
   set_target_properties(coll_emu PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
   target_link_libraries(coll_emu PRIVATE Threads::Threads)
+  # 2 and 3 ranks in the release build; 2 under the sanitizers (label
+  # subset: a part of a nosan test, left out of the release build's run).
   add_test(NAME unit.coll_kernels_emu COMMAND coll_emu 2 3)
-  set_tests_properties(unit.coll_kernels_emu PROPERTIES TIMEOUT 300 LABELS unit
+  set_tests_properties(unit.coll_kernels_emu PROPERTIES TIMEOUT 300 LABELS "unit;nosan"
+                       SKIP_RETURN_CODE 77)
+  add_test(NAME unit.coll_kernels_emu.n2 COMMAND coll_emu 2)
+  set_tests_properties(unit.coll_kernels_emu.n2 PROPERTIES TIMEOUT 300 LABELS "unit;subset"
                        SKIP_RETURN_CODE 77)
 
   # The all-reduce kernels (allreduce.cu, allreduce_quant.cu) the same way,
@@ -94,7 +99,7 @@ if(CMAKE_CXX_COMPILER)
   set_tests_properties(unit.allreduce_kernels_emu PROPERTIES TIMEOUT 600 LABELS "unit;nosan"
                        SKIP_RETURN_CODE 77)
   add_test(NAME unit.allreduce_kernels_emu.n2 COMMAND allreduce_emu 2)
-  set_tests_properties(unit.allreduce_kernels_emu.n2 PROPERTIES TIMEOUT 600 LABELS unit
+  set_tests_properties(unit.allreduce_kernels_emu.n2 PROPERTIES TIMEOUT 600 LABELS "unit;subset"
                        SKIP_RETURN_CODE 77)
 
   # The push one-shot (allreduce_push.cu) the same way, in blocks of two
@@ -124,7 +129,7 @@ if(CMAKE_CXX_COMPILER)
   set_tests_properties(unit.push_kernel_emu PROPERTIES TIMEOUT 600 LABELS "unit;nosan"
                        SKIP_RETURN_CODE 77)
   add_test(NAME unit.push_kernel_emu.n2 COMMAND push_emu 2)
-  set_tests_properties(unit.push_kernel_emu.n2 PROPERTIES TIMEOUT 600 LABELS unit
+  set_tests_properties(unit.push_kernel_emu.n2 PROPERTIES TIMEOUT 600 LABELS "unit;subset"
                        SKIP_RETURN_CODE 77)
 
   # The codec kernels (codec_kernels.cu, included by the driver, launchers
@@ -145,7 +150,11 @@ if(CMAKE_CXX_COMPILER)
   set_target_properties(codec_emu PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
   target_link_libraries(codec_emu PRIVATE Threads::Threads m)
   add_test(NAME unit.codec_kernels_emu COMMAND codec_emu)
-  set_tests_properties(unit.codec_kernels_emu PROPERTIES TIMEOUT 300 LABELS unit)
+  set_tests_properties(unit.codec_kernels_emu PROPERTIES TIMEOUT 300 LABELS "unit;nosan")
+  # Under the sanitizers: buffers up to 5000 values (every size class but
+  # the two largest, which only repeat the same steps many times).
+  add_test(NAME unit.codec_kernels_emu.small COMMAND codec_emu 5000)
+  set_tests_properties(unit.codec_kernels_emu.small PROPERTIES TIMEOUT 300 LABELS "unit;subset")
 else()
   message(STATUS "qcoll: no C++ compiler, the CPU emulation of the IPC kernels is not built")
 endif()

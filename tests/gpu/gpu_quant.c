@@ -13,6 +13,8 @@
  *      and subnormal groups; the same bits on every rank (hashes
  *      all-gathered); bytes around the output untouched; the error against
  *      the exact sum within the bound stated in quant_check.h;
+ *      The same over rotated groups (opts.quant_rotate) against the
+ *      rotated CPU model, bit for bit.
  *  (b) refused: min and max with quantisation, and quantisation with a
  *      forced one-shot, give QCOLL_ERR_UNSUPPORTED with a reason, and the
  *      communicator works afterwards;
@@ -62,6 +64,10 @@ static size_t chunk_elems(qcoll_quant_t fmt) {
                                     gt_nranks, qcoll__codec_group_bytes(fmt));
 }
 
+/* Whether the calls of quant_call rotate their groups (opts.quant_rotate):
+ * set around the rotated pass of (a). */
+static int rotate_groups;
+
 static qcoll_status_t quant_call(const void *send, void *recv, size_t count,
                                  qcoll_dtype_t dtype, qcoll_op_t op,
                                  qcoll_quant_t quant, qcoll_algo_t algo) {
@@ -69,6 +75,7 @@ static qcoll_status_t quant_call(const void *send, void *recv, size_t count,
   GT_QCOLL(comm, qcoll_all_reduce_options_init(&opts));
   opts.algo = algo;
   opts.quant = quant;
+  opts.quant_rotate = rotate_groups;
   return qcoll_all_reduce_ex(send, recv, count, dtype, op, comm, stream, &opts);
 }
 
@@ -100,8 +107,9 @@ static void run_case(qcoll_quant_t fmt, qcoll_dtype_t dtype, size_t count,
                      const gt_placement_t *pl, qt_data_t kind, uint32_t seed,
                      qcoll_algo_t algo) {
   char what[256];
-  snprintf(what, sizeof what, "%s %s count=%zu %s %s algo=%s",
-           qt_quant_name(fmt), qcoll_dtype_name(dtype), count, pl->name,
+  snprintf(what, sizeof what, "%s%s %s count=%zu %s %s algo=%s",
+           qt_quant_name(fmt), rotate_groups ? "+rot" : "",
+           qcoll_dtype_name(dtype), count, pl->name,
            kind == QT_DATA_SPECIAL ? "specials" : "generated",
            qcoll_algo_name(algo));
   size_t es = qcoll_dtype_size(dtype);
@@ -116,6 +124,7 @@ static void run_case(qcoll_quant_t fmt, qcoll_dtype_t dtype, size_t count,
     gt_fail("%s: out of host memory for the inputs", what);
     exit(1);
   }
+  in.rotate = rotate_groups;
   char *send_base = dev_send, *recv_base = pl->in_place ? dev_send : dev_recv;
   memset(host_buf, GT_GUARD_BYTE, bytes);
   gt_upload(recv_base, host_buf, bytes);
@@ -195,6 +204,31 @@ static void test_exact(void) {
         "exceed %zu elements (the QCOLL_IPC_BYTES=1M runs cover them)",
         skipped_multi, MAX_CASE_ELEMS);
   gt_note("(a) exact: %d cases, %d failure(s)", cases, gt_failures() - before);
+}
+
+/* (a) over rotated groups (opts.quant_rotate): every format and type against
+ * the rotated CPU model, a tail, specials and, where the buffers hold them,
+ * several IPC chunks. */
+static void test_exact_rotated(void) {
+  int cases = 0, before = gt_failures();
+  uint32_t seed = 900;
+  rotate_groups = 1;
+  for (size_t f = 0; f < NFORMATS; f++) {
+    const size_t counts[] = {33, 32 * (size_t)gt_nranks * 3 + 17, 100003,
+                             chunk_elems(FORMATS[f]) + 45};
+    for (size_t d = 0; d < 3; d++)
+      for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+        if (counts[c] > MAX_CASE_ELEMS) continue;
+        run_case(FORMATS[f], DTYPES[d], counts[c],
+                 &gt_placements[(f + d + c) % gt_placement_count],
+                 c == 2 ? QT_DATA_SPECIAL : QT_DATA_GEN, seed++,
+                 c % 2 ? QCOLL_ALGO_AUTO : QCOLL_ALGO_TWOSHOT);
+        cases++;
+      }
+  }
+  rotate_groups = 0;
+  gt_note("(a) exact, rotated groups: %d cases, %d failure(s)", cases,
+          gt_failures() - before);
 }
 
 /* ---- (b) refused ------------------------------------------------------- */
@@ -457,6 +491,7 @@ int main(void) {
            QCOLL_ALGO_TWOSHOT);
   test_refused();
   test_exact();
+  test_exact_rotated();
   test_mixed();
   test_graph();
 

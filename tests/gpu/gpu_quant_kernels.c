@@ -9,6 +9,8 @@
  *    chunks) x grid limits (1, 3, the GPU's): every rank's output equals the
  *    CPU reference of qcoll's scheme bit for bit, within the error bound,
  *    nothing written outside the output, in place and out of place;
+ *  - rotated groups (rotate = 1): every format and type against the
+ *    rotated CPU model bit for bit, tails and several chunks;
  *  - quantised, one-shot and two-shot launches interleaved on the streams;
  *  - a graph per rank of fill -> quantised all-reduce -> save -> bump,
  *    replayed 100 times with new inputs: every replay bit for bit;
@@ -99,7 +101,7 @@ static void quant_launches(world_t *w, int r, const void *send, void *recv,
  * of their own. */
 static void quant_all(world_t *w, char *const *send, size_t send_lead,
                       char *const *recv, size_t recv_lead, size_t count,
-                      qcoll_dtype_t dtype, qcoll_quant_t fmt) {
+                      qcoll_dtype_t dtype, qcoll_quant_t fmt, int rotate) {
   size_t es = gt_dtype_size(dtype);
   size_t chunk = qcoll__cuda_all_reduce_quant_chunk_elems(&w->views[0], fmt);
   for (size_t off = 0; off < count; off += chunk)
@@ -107,7 +109,7 @@ static void quant_all(world_t *w, char *const *send, size_t send_lead,
       GT_CUDA(qcoll__cuda_all_reduce_quant_launch(
           &w->views[r], send[r] + send_lead + off * es,
           recv[r] + recv_lead + off * es,
-          count - off < chunk ? count - off : chunk, dtype, fmt, 0,
+          count - off < chunk ? count - off : chunk, dtype, fmt, rotate,
           w->streams[r]));
 }
 
@@ -145,12 +147,13 @@ static void check_outputs(world_t *w, const qt_inputs_t *in, qcoll_quant_t fmt,
 
 /* ---- exact results ------------------------------------------------------ */
 
-static void run_case(world_t *w, qcoll_quant_t fmt, qcoll_dtype_t dtype,
-                     size_t count, bool in_place, size_t offset, qt_data_t kind,
-                     uint32_t seed) {
+static void run_case(world_t *w, qcoll_quant_t fmt, int rotate,
+                     qcoll_dtype_t dtype, size_t count, bool in_place,
+                     size_t offset, qt_data_t kind, uint32_t seed) {
   char what[256];
-  snprintf(what, sizeof what, "N=%d %s %s count=%zu grid<=%d %s+%zu %s", w->n,
-           qt_quant_name(fmt), gt_dtype_name(dtype), count,
+  snprintf(what, sizeof what, "N=%d %s%s %s count=%zu grid<=%d %s+%zu %s",
+           w->n, qt_quant_name(fmt), rotate ? "+rot" : "",
+           gt_dtype_name(dtype), count,
            w->views[0].max_grid, in_place ? "in-place" : "out-of-place", offset,
            kind == QT_DATA_SPECIAL ? "specials" : "generated");
   size_t es = gt_dtype_size(dtype);
@@ -158,6 +161,7 @@ static void run_case(world_t *w, qcoll_quant_t fmt, qcoll_dtype_t dtype,
   size_t lead = (GT_GUARD_ELEMS + offset) * es;
   qt_inputs_t in;
   if (qt_inputs_make(&in, w->n, count, dtype, seed, kind)) exit(1);
+  in.rotate = rotate;
   char *host = malloc(bytes), *send[QCOLL_IPC_MAX_RANKS],
        *recv[QCOLL_IPC_MAX_RANKS];
   if (!host) exit(1);
@@ -170,7 +174,7 @@ static void run_case(world_t *w, qcoll_quant_t fmt, qcoll_dtype_t dtype,
     qt_inputs_store(&in, r, host + lead);
     gt_upload(send[r], host, bytes);
   }
-  quant_all(w, send, lead, recv, lead, count, dtype, fmt);
+  quant_all(w, send, lead, recv, lead, count, dtype, fmt, rotate);
   sync_all(w, what);
   check_outputs(w, &in, fmt, recv, lead, !in_place, what);
   for (int r = 0; r < w->n; r++) {
@@ -195,7 +199,7 @@ static void test_exact(world_t *w) {
       for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
         int limit = limits[(f + d + c) % 3];
         world_set_grid_limit(w, limit);
-        run_case(w, FORMATS[f], DTYPES[d], counts[c], (c + d) % 2 == 1,
+        run_case(w, FORMATS[f], 0, DTYPES[d], counts[c], (c + d) % 2 == 1,
                  (c + f) % 3 == 2 ? 1 : 0,
                  counts[c] >= 160 && c % 2 ? QT_DATA_SPECIAL : QT_DATA_GEN,
                  seed++);
@@ -205,6 +209,29 @@ static void test_exact(world_t *w) {
   }
   world_set_grid_limit(w, w->full_grid);
   gt_note("N=%d exact: %d cases %s", w->n, cases,
+          gt_failures() == before ? "ok" : "FAILED");
+}
+
+/* Rotated groups: every format and type against ref_scheme_qcoll_rot, a
+ * tail group, an odd count and several chunks, both placements. */
+static void test_exact_rotated(world_t *w) {
+  int before = gt_failures(), cases = 0;
+  uint32_t seed = 500;
+  for (size_t f = 0; f < NFORMATS; f++) {
+    const size_t chunk =
+        qcoll__cuda_all_reduce_quant_chunk_elems(&w->views[0], FORMATS[f]);
+    for (size_t d = 0; d < 3; d++) {
+      const size_t counts[] = {33, 5000, chunk + 45};
+      for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+        world_set_grid_limit(w, c == 1 ? 3 : w->full_grid);
+        run_case(w, FORMATS[f], 1, DTYPES[d], counts[c], (c + d) % 2 == 1, 0,
+                 c == 1 ? QT_DATA_SPECIAL : QT_DATA_GEN, seed++);
+        cases++;
+      }
+    }
+  }
+  world_set_grid_limit(w, w->full_grid);
+  gt_note("N=%d exact, rotated groups: %d cases %s", w->n, cases,
           gt_failures() == before ? "ok" : "FAILED");
 }
 
@@ -239,7 +266,7 @@ static void test_mixed(world_t *w) {
   char *const *qs = (char *const *)qsend, *const *qr = (char *const *)qrecv;
   for (int k = 0; k < rounds; k++) {
     quant_all(w, qs, 0, qr, GT_GUARD_ELEMS * 4, qn, QCOLL_F32,
-              QCOLL_QUANT_INT6);
+              QCOLL_QUANT_INT6, 0);
     for (size_t off = 0; off < un; off += chunk)
       for (int r = 0; r < w->n; r++)
         GT_CUDA(qcoll__cuda_all_reduce_launch(
@@ -247,7 +274,7 @@ static void test_mixed(world_t *w) {
             usend[r] + off, urecv[r] + off, un - off < chunk ? un - off : chunk,
             QCOLL_F32, QCOLL_SUM, w->streams[r]));
     quant_all(w, qs, 0, qr, GT_GUARD_ELEMS * 4, qn, QCOLL_F32,
-              QCOLL_QUANT_INT6);
+              QCOLL_QUANT_INT6, 0);
   }
   sync_all(w, "mixed launches");
   char what[128];
@@ -387,6 +414,7 @@ int main(int argc, char **argv) {
         qcoll__cuda_all_reduce_quant_chunk_elems(&w.views[0],
                                                  QCOLL_QUANT_INT8));
     test_exact(&w);
+    test_exact_rotated(&w);
     test_mixed(&w);
     test_graph(&w, QCOLL_QUANT_INT8, QCOLL_BF16, 250001, 300); /* 2 chunks */
     test_graph(&w, QCOLL_QUANT_FP8, QCOLL_F16, 3333, 400);

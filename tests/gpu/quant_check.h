@@ -53,6 +53,7 @@ typedef struct qt_inputs {
   size_t count;
   qcoll_dtype_t dtype;
   float *values[QT_MAX_RANKS];
+  int rotate; /* rotated groups: qt_expected follows ref_scheme_qcoll_rot */
 } qt_inputs_t;
 
 /* Make the inputs (seed as in qg_value); 0, or -1 when memory runs out. */
@@ -63,12 +64,16 @@ void qt_inputs_free(qt_inputs_t *in);
 /* Rank `rank`'s inputs stored as the element type at dst (count elements). */
 void qt_inputs_store(const qt_inputs_t *in, int rank, void *dst);
 
-/* What every rank must hold: ref_scheme_qcoll's f32 result stored as the
+/* What every rank must hold: ref_scheme_qcoll's (in->rotate:
+ * ref_scheme_qcoll_rot's) f32 result stored as the
  * element type (a NaN as 0x7e00 / 0x7fc0 / 0x7fc00000).  0, or -1 when
  * memory runs out. */
 int qt_expected(const qt_inputs_t *in, qcoll_quant_t fmt, void *expected);
 
 /* The bound check above for got (count elements of the element type).
+ * The bound is the plain codec's, per value; over rotated groups
+ * (in->rotate) an error is spread over its group by the inverse transform,
+ * so no per-value bound holds and only the RMS error is computed. 
  * Reports up to 5 elements beyond the bound through gt_fail; returns how
  * many there are.  *worst: the largest error / bound; *rms_rel: RMS error /
  * RMS of the exact sum (finite groups only). */

@@ -1,0 +1,57 @@
+/*
+ * launch-cost: the host time of the CUDA runtime calls an eager qcoll call
+ * makes (pointer attributes, capture status, stream device, the device
+ * guard) and of a bare kernel launch, per call, on an idle stream.  The
+ * floor that bench/eager-call.c's figures are measured against: qcoll's
+ * eager overhead is its time per call minus the launch's.
+ *
+ *   nvcc -arch=sm_90 -O2 bench/launch-cost.cu -lcuda -o launch-cost
+ *   ./launch-cost
+ */
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <time.h>
+static double now_ns() { timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e9 + t.tv_nsec; }
+__global__ void empty_kernel(int *p) { if (p && threadIdx.x == 1000) *p = 1; }
+#define N 20000
+#define TIME(name, stmt) { for (int i = 0; i < 1000; i++) { stmt; } double t0 = now_ns(); for (int i = 0; i < N; i++) { stmt; } printf("%-44s %8.1f ns\n", name, (now_ns() - t0) / N); }
+int main() {
+  int *d; cudaMalloc(&d, 1 << 20); cudaStream_t s; cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  int dev; cudaPointerAttributes a; cudaStreamCaptureStatus cs; cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
+  unsigned long long bid; void *fn = 0; cudaDriverEntryPointQueryResult q;
+  cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", &fn, 4000, cudaEnableDefault, &q);
+  typedef CUresult (*pga_t)(void *, CUpointer_attribute, CUdeviceptr);
+  pga_t pga = (pga_t)fn;
+  TIME("cudaGetDevice", cudaGetDevice(&dev));
+  TIME("cudaPointerGetAttributes", cudaPointerGetAttributes(&a, d + 17));
+  TIME("cudaThreadExchangeStreamCaptureMode x2", (cudaThreadExchangeStreamCaptureMode(&m), cudaThreadExchangeStreamCaptureMode(&m)));
+  TIME("cudaStreamIsCapturing", cudaStreamIsCapturing(s, &cs));
+  TIME("cudaStreamGetDevice", cudaStreamGetDevice(s, &dev));
+  TIME("cudaGetLastError", cudaGetLastError());
+  TIME("cuPointerGetAttribute(BUFFER_ID)", pga(&bid, CU_POINTER_ATTRIBUTE_BUFFER_ID, (CUdeviceptr)(d + 17)));
+  void *args[] = {&d};
+  for (int r = 0; r < 2; r++) {
+    for (int pdl = 0; pdl < 2; pdl++) {
+      cudaLaunchAttribute at; at.id = cudaLaunchAttributeProgrammaticStreamSerialization; at.val.programmaticStreamSerializationAllowed = 1;
+      cudaLaunchConfig_t cfg = {}; cfg.gridDim = dim3(8); cfg.blockDim = dim3(512); cfg.stream = s; cfg.attrs = &at; cfg.numAttrs = pdl;
+      double best = 1e30;
+      for (int b = 0; b < 200; b++) {
+        double t0 = now_ns();
+        for (int i = 0; i < 64; i++) cudaLaunchKernelExC(&cfg, (void *)empty_kernel, args);
+        double t = (now_ns() - t0) / 64; if (t < best) best = t;
+        cudaStreamSynchronize(s);
+      }
+      printf("cudaLaunchKernelExC pdl=%d (best batch of 64) %8.1f ns\n", pdl, best);
+    }
+    double best = 1e30;
+    for (int b = 0; b < 200; b++) {
+      double t0 = now_ns();
+      for (int i = 0; i < 64; i++) empty_kernel<<<8, 512, 0, s>>>(d);
+      double t = (now_ns() - t0) / 64; if (t < best) best = t;
+      cudaStreamSynchronize(s);
+    }
+    printf("<<<>>> launch (best batch of 64)              %8.1f ns\n", best);
+  }
+  return 0;
+}
