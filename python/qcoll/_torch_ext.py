@@ -20,11 +20,21 @@ Environment:
   QCOLL_TORCH_EXT_DIR  the cache folder (default ~/.cache/qcoll/torch_ext)
   QCOLL_INCLUDE        the folder holding qcoll.h (default: the package's
                        include/, else this source tree's include/)
+  CXX                  the C++ compiler torch's builder uses (default c++);
+                       when its libstdc++ is not the one this process has
+                       loaded, a compiler whose libstdc++ is (c++, g++ on
+                       PATH or in /usr/bin) is used instead, with a note:
+                       code compiled against another libstdc++'s headers
+                       can call the wrong locale facets of the loaded one
+                       (a crash the first time an error message formats a
+                       number)
 """
 
 import hashlib
 import importlib.util
 import os
+import shutil
+import subprocess
 import sys
 import warnings
 from dataclasses import dataclass, field
@@ -56,6 +66,8 @@ class Plan:
     with_cuda: bool = False
     name: str = ""
     build_dir: Optional[Path] = None
+    compiler: str = ""
+    compiler_note: str = ""
 
 
 @dataclass
@@ -107,14 +119,74 @@ def _cuda_toolkit(torch_cuda_version):
     return bool(CUDA_HOME) and (Path(CUDA_HOME) / "include" / "cuda_runtime_api.h").is_file()
 
 
-def build_key(texts, torch_version, with_cuda):
-    """The digest naming one build: sources and header, torch, flags, Python."""
+def build_key(texts, torch_version, with_cuda, compiler=""):
+    """The digest naming one build: sources and header, torch, flags, Python,
+    the compiler."""
     h = hashlib.sha256()
     for text in texts:
         h.update(text)
         h.update(b"\0")
-    h.update(f"{torch_version}|cuda={with_cuda}|{sys.version_info[:2]}".encode())
+    h.update(f"{torch_version}|cuda={with_cuda}|{sys.version_info[:2]}|{compiler}".encode())
     return h.hexdigest()[:16]
+
+
+# ---- the compiler: one whose libstdc++ is the process's -------------------------
+
+def loaded_libstdcxx(maps_text=None):
+    """The real path of the libstdc++ this process has loaded (from
+    /proc/self/maps, or the given text), or None."""
+    if maps_text is None:
+        try:
+            with open("/proc/self/maps") as f:
+                maps_text = f.read()
+        except OSError:
+            return None
+    for line in maps_text.splitlines():
+        fields = line.split(None, 5)  # address perms offset dev inode path
+        path = fields[5].strip() if len(fields) == 6 else ""
+        if os.path.basename(path).startswith("libstdc++.so"):
+            return os.path.realpath(path)
+    return None
+
+
+def compiler_libstdcxx(cxx):
+    """The real path of the libstdc++ the compiler cxx links against, or None."""
+    try:
+        out = subprocess.run([cxx, "-print-file-name=libstdc++.so.6"], capture_output=True,
+                             text=True, timeout=30, check=False).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return os.path.realpath(out) if os.path.isabs(out) and os.path.exists(out) else None
+
+
+def pick_compiler(default, loaded, candidates, libstdcxx_of=compiler_libstdcxx):
+    """(compiler, note): the default when its libstdc++ is the loaded one or
+    either is unknown; else the first candidate whose libstdc++ is the
+    loaded one, with a note saying why; else the default, with a warning
+    note."""
+    if loaded is None:
+        return default, ""
+    mine = libstdcxx_of(default)
+    if mine is None or mine == loaded:
+        return default, ""
+    for cxx in candidates:
+        if cxx != default and libstdcxx_of(cxx) == loaded:
+            return cxx, (f"building with {cxx}: the default compiler {default} links {mine}, "
+                         f"this process has {loaded} loaded")
+    return default, (f"the compiler {default} links {mine} but this process has {loaded} "
+                     f"loaded, and no other compiler found links it: the extension may crash "
+                     f"(set CXX to a compiler of the loaded libstdc++)")
+
+
+def _compiler_candidates():
+    names = ["c++", "g++", "/usr/bin/c++", "/usr/bin/g++"]
+    found = [shutil.which(n) for n in names]
+    return [c for i, c in enumerate(found) if c and c not in found[:i]]
+
+
+def _choose_compiler():
+    default = os.environ.get("CXX", "c++")
+    return pick_compiler(default, loaded_libstdcxx(), _compiler_candidates())
 
 
 def plan():
@@ -137,9 +209,10 @@ def plan():
 
     with_cuda = _cuda_toolkit(torch.version.cuda)
     texts = [s.read_bytes() for s in sources] + [(inc / "qcoll.h").read_bytes()]
-    key = build_key(texts, torch.__version__, with_cuda)
+    cxx, note = _choose_compiler()
+    key = build_key(texts, torch.__version__, with_cuda, cxx)
     name = f"qcoll_torch_ext_{key}"
-    return Plan(True, "", m, sources, inc, with_cuda, name, cache_root() / name)
+    return Plan(True, "", m, sources, inc, with_cuda, name, cache_root() / name, cxx, note)
 
 
 _status = None
@@ -155,11 +228,25 @@ def _compile(p):
     # C++), so no GPU architecture is needed; naming one stops torch from
     # probing for a GPU the build machine may not have.
     cuda_flags = ["-arch=sm_90"] if p.with_cuda else None
-    return cpp_extension.load(name=p.name, sources=[str(s) for s in p.sources],
-                              extra_include_paths=[str(p.include_dir)], extra_cflags=flags,
-                              extra_cuda_cflags=cuda_flags,
-                              build_directory=str(p.build_dir), with_cuda=p.with_cuda,
-                              verbose=os.environ.get("QCOLL_TORCH_EXT_VERBOSE") == "1")
+    if p.compiler_note.startswith("building with"):
+        if os.environ.get("QCOLL_TORCH_EXT_VERBOSE") == "1":
+            print(f"qcoll.torch: {p.compiler_note}", file=sys.stderr)
+    elif p.compiler_note:
+        warnings.warn(f"qcoll.torch: {p.compiler_note}", RuntimeWarning, stacklevel=3)
+    saved = os.environ.get("CXX")
+    if p.compiler:
+        os.environ["CXX"] = p.compiler  # torch's builder reads it
+    try:
+        return cpp_extension.load(name=p.name, sources=[str(s) for s in p.sources],
+                                  extra_include_paths=[str(p.include_dir)], extra_cflags=flags,
+                                  extra_cuda_cflags=cuda_flags,
+                                  build_directory=str(p.build_dir), with_cuda=p.with_cuda,
+                                  verbose=os.environ.get("QCOLL_TORCH_EXT_VERBOSE") == "1")
+    finally:
+        if saved is None:
+            os.environ.pop("CXX", None)
+        else:
+            os.environ["CXX"] = saved
 
 
 def _shorten(text, errors=10, tail=10):

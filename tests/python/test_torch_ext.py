@@ -5,6 +5,7 @@ compiler replaced by a stand-in that fails or succeeds).  Also the lean
 all-reduce path of the binding, which the Python backend and the Python
 QuickAllReduce op use."""
 
+import os
 import warnings
 
 import numpy as np
@@ -71,8 +72,52 @@ def test_build_key_names_sources_torch_and_flags():
     others = {_torch_ext.build_key([b"source2", b"header"], "2.11.0", True),
               _torch_ext.build_key([b"source", b"header2"], "2.11.0", True),
               _torch_ext.build_key([b"source", b"header"], "2.12.0", True),
-              _torch_ext.build_key([b"source", b"header"], "2.11.0", False)}
-    assert base not in others and len(others) == 4
+              _torch_ext.build_key([b"source", b"header"], "2.11.0", False),
+              _torch_ext.build_key([b"source", b"header"], "2.11.0", True, "/opt/gcc/bin/g++")}
+    assert base not in others and len(others) == 5
+
+
+MAPS = """00420000-00703000 r-xp 00020000 fe:00 79246     /usr/bin/python3.12
+7fb0bbc9d000-7fb0bbde5000 r-xp 0009d000 fe:00 107370    /usr/lib/x86_64-linux-gnu/libstdc++.so.6.0.33
+7fb0bc274000-7fb0bc2d6000 r-xp 0001e000 fe:00 107368    /usr/lib/x86_64-linux-gnu/libssl.so.3
+"""
+
+
+def test_the_loaded_libstdcxx_is_read_from_the_maps():
+    assert _torch_ext.loaded_libstdcxx(MAPS) == os.path.realpath(
+        "/usr/lib/x86_64-linux-gnu/libstdc++.so.6.0.33")
+    assert _torch_ext.loaded_libstdcxx("00420000-00703000 r-xp 0 fe:00 1 /usr/bin/python3\n") is None
+    # this very process: a path that exists, or None where no libstdc++ is loaded
+    mine = _torch_ext.loaded_libstdcxx()
+    assert mine is None or os.path.exists(mine)
+
+
+def test_a_compiler_of_another_libstdcxx_is_replaced():
+    """A compiler whose headers belong to another libstdc++ than the loaded
+    one builds an extension that crashes formatting a number (seen with a
+    newer GCC in /opt beside the system's): a matching compiler is chosen,
+    with a note; with none, the default stays and the note warns."""
+    links = {"/opt/gcc/bin/g++": "/opt/gcc/lib64/libstdc++.so.6.0.34",
+             "/usr/bin/g++": "/usr/lib/libstdc++.so.6.0.33"}
+    of = links.get
+    loaded = "/usr/lib/libstdc++.so.6.0.33"
+    cxx, note = _torch_ext.pick_compiler("/opt/gcc/bin/g++", loaded,
+                                         ["/opt/gcc/bin/g++", "/usr/bin/g++"], of)
+    assert cxx == "/usr/bin/g++" and note.startswith("building with /usr/bin/g++"), note
+    assert _torch_ext.pick_compiler("/usr/bin/g++", loaded, ["/opt/gcc/bin/g++"], of) == \
+        ("/usr/bin/g++", "")
+    cxx, note = _torch_ext.pick_compiler("/opt/gcc/bin/g++", loaded, ["/opt/gcc/bin/g++"], of)
+    assert cxx == "/opt/gcc/bin/g++" and "set CXX" in note, note
+    # nothing known: the default, silently
+    assert _torch_ext.pick_compiler("c++", None, ["/usr/bin/g++"], of) == ("c++", "")
+    assert _torch_ext.pick_compiler("cc-unknown", loaded, ["/usr/bin/g++"], of) == \
+        ("cc-unknown", "")
+
+
+def test_the_real_compiler_query_answers_a_path_or_none():
+    got = _torch_ext.compiler_libstdcxx("c++")
+    assert got is None or os.path.exists(got)
+    assert _torch_ext.compiler_libstdcxx("/nonexistent/c++") is None
 
 
 def test_cache_folder(monkeypatch, tmp_path):
