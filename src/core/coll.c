@@ -194,17 +194,32 @@ static qcoll_status_t check_pointers(qcoll_comm_t comm, const call_t *c) {
 
 /* Decide host or GPU from where the buffers live, and check that GPU
  * buffers and the stream belong to the communicator's device. */
-static qcoll_status_t place_call(qcoll_comm_t comm, call_t *c) {
+/* Which device the call's buffers live on: every pointer query asked of
+ * the driver each call (nothing remembered), in-place buffers asked once. */
+static qcoll_status_t buffer_devices(call_t *c, int *send_dev, int *recv_dev) {
+  const qcoll__runtime_t *rt = qcoll__runtime();
+  qcoll_status_t st;
+  *send_dev = *recv_dev = -1;
+  if (c->call.send_bytes &&
+      (st = rt->pointer_device(c->call.sendbuf, send_dev)))
+    return st;
+  if (c->call.recv_bytes && c->call.send_bytes &&
+      c->call.recvbuf == c->call.sendbuf) {
+    *recv_dev = *send_dev;
+    return QCOLL_OK;
+  }
+  if (c->call.recv_bytes &&
+      (st = rt->pointer_device(c->call.recvbuf, recv_dev)))
+    return st;
+  return QCOLL_OK;
+}
+
+static qcoll_status_t place_on_devices(qcoll_comm_t comm, call_t *c) {
   const char *fn = qcoll__coll_fn(c->call.coll);
   const qcoll__runtime_t *rt = qcoll__runtime();
-  int send_dev = -1, recv_dev = -1;
-  qcoll_status_t st;
-  if (c->call.send_bytes &&
-      (st = rt->pointer_device(c->call.sendbuf, &send_dev)))
-    return st;
-  if (c->call.recv_bytes &&
-      (st = rt->pointer_device(c->call.recvbuf, &recv_dev)))
-    return st;
+  int send_dev, recv_dev;
+  qcoll_status_t st = buffer_devices(c, &send_dev, &recv_dev);
+  if (st != QCOLL_OK) return st;
   if (c->call.send_bytes && c->call.recv_bytes && send_dev != recv_dev)
     return qcoll__error(&comm->ctx, QCOLL_ERR_INVALID_ARGUMENT,
                         "%s: sendbuf is on %s %d but recvbuf is on %s %d", fn,
@@ -240,6 +255,15 @@ static qcoll_status_t place_call(qcoll_comm_t comm, call_t *c) {
                           fn, stream_dev, comm->ctx.device);
   }
   return QCOLL_OK;
+}
+
+/* The placement's driver queries share one capture-mode window. */
+static qcoll_status_t place_call(qcoll_comm_t comm, call_t *c) {
+  const qcoll__runtime_t *rt = qcoll__runtime();
+  rt->queries_begin();
+  qcoll_status_t st = place_on_devices(comm, c);
+  rt->queries_end();
+  return st;
 }
 
 /* With QCOLL_CHECK=1, every rank compares the call's signature before it

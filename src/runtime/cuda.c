@@ -44,19 +44,33 @@ static qcoll_status_t cuda_set_device(int dev) {
 
 /* Queries run in relaxed capture mode: core asks them while the caller's
  * stream may be capturing a graph, and a query must neither fail nor
- * invalidate that capture. */
+ * invalidate that capture.  The mode is this thread's; a window opened
+ * by cuda_queries_begin holds it over several queries, so a call's
+ * placement pays one exchange pair instead of one per query (each pair
+ * costs about as much as the query it guards). */
+static _Thread_local int relaxed_depth;
+static _Thread_local enum cudaStreamCaptureMode relaxed_saved;
+
 static enum cudaStreamCaptureMode relaxed_begin(void) {
+  if (relaxed_depth++ > 0) return cudaStreamCaptureModeRelaxed;
   enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) {
     (void)cudaGetLastError();
     mode = cudaStreamCaptureModeRelaxed;
   }
+  relaxed_saved = mode;
   return mode;
 }
 static void relaxed_end(enum cudaStreamCaptureMode mode) {
-  if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess)
+  (void)mode; /* the outermost begin's, kept in relaxed_saved */
+  if (--relaxed_depth > 0) return;
+  enum cudaStreamCaptureMode saved = relaxed_saved;
+  if (cudaThreadExchangeStreamCaptureMode(&saved) != cudaSuccess)
     (void)cudaGetLastError();
 }
+
+static void cuda_queries_begin(void) { (void)relaxed_begin(); }
+static void cuda_queries_end(void) { relaxed_end(cudaStreamCaptureModeRelaxed); }
 
 static qcoll_status_t cuda_pointer_device(const void *ptr, int *dev) {
   struct cudaPointerAttributes attr;
@@ -266,6 +280,8 @@ static const qcoll__runtime_t cuda_runtime = {
     .memcpy_d2h = cuda_memcpy_d2h,
     .memcpy_h2d = cuda_memcpy_h2d,
     .stream_is_capturing = cuda_stream_is_capturing,
+    .queries_begin = cuda_queries_begin,
+    .queries_end = cuda_queries_end,
     .event_record = cuda_event_record,
     .event_query = cuda_event_query,
     .event_destroy = cuda_event_destroy,
