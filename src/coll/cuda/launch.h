@@ -35,6 +35,7 @@
 
 #include "qcoll.h"
 #include "quant_layout.h"
+#include "reg_layout.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -181,38 +182,6 @@ static inline QCOLL_IPC_HD unsigned qcoll__ipc_err_awaited(uint64_t w) {
 static inline QCOLL_IPC_HD unsigned qcoll__ipc_err_seen(uint64_t w) {
   return (unsigned)(w >> 24) & 0xffu;
 }
-
-/* ---- registered buffers (see allreduce.cu and transport/cuda_reg.c) -----
- * A rank's registration `slot` is one device allocation of its own that
- * every peer has mapped.  Each rank keeps, in device memory, a table of
- * QCOLL_IPC_MAX_RANKS rows of QCOLL_IPC_REG_SLOTS entries: row p, entry k is
- * rank p's registration k as mapped in this process (this rank's own row:
- * its own allocations).  An entry with gen 0 is empty; a rank's own entry
- * is valid only while every peer holds the mapping, so a kernel that finds
- * its own entry valid may let peers read (or write) the buffer directly. */
-#define QCOLL_IPC_REG_SLOTS 256
-
-typedef struct qcoll__ipc_reg_entry {
-  unsigned long long base;  /* the allocation, mapped in this process */
-  unsigned long long bytes; /* its size */
-  uint32_t gen;             /* registration generation; 0: empty */
-  uint32_t pad;
-} qcoll__ipc_reg_entry_t;
-
-/* Where a buffer of one launch lies in the registry: this rank's slot, the
- * generation the host found there at enqueue time, and the buffer's byte
- * offset in the allocation.  gen 0: not registered (staged). */
-typedef struct qcoll__ipc_reg_ref {
-  uint32_t slot;
-  uint32_t gen;
-  unsigned long long offset;
-} qcoll__ipc_reg_ref_t;
-
-/* What a launch publishes to its peers before barrier 0: its send and recv
- * references after its own check (gen 0: staged). */
-typedef struct qcoll__ipc_reg_desc {
-  qcoll__ipc_reg_ref_t send, recv;
-} qcoll__ipc_reg_desc_t;
 
 /* The arguments of one launch of the one-shot or two-shot kernel beside
  * the view: what the host legitimately knows per call (pointers, count,
