@@ -266,6 +266,65 @@ qcoll_status_t qcoll_comm_get_async_error(qcoll_comm_t comm,
                                           qcoll_status_t *status);
 
 /* ------------------------------------------------------------------ */
+/* Buffer registration                                                 */
+/* ------------------------------------------------------------------ */
+/* A registered GPU buffer is read (and, for all-reduce outputs, written)
+ * in place by the peers' kernels: the IPC all-reduce then copies nothing
+ * into its own buffers (one-shot: peers read registered inputs; two-shot:
+ * peers read registered inputs, and when every rank's output is registered
+ * each rank writes its reduced part straight into every rank's output).
+ * What is registered is the whole device allocation that holds the buffer
+ * (cudaMalloc, or a caching allocator's segment), so every buffer inside it
+ * is served.  Unregistered buffers are staged (copied) as before, and ranks
+ * may differ: a rank whose buffer is not registered stages it while the
+ * others go on in place, with results bit for bit the same.
+ *
+ * Registration and deregistration are collective: every rank calls them,
+ * in the same order relative to each other and to its collectives, each
+ * with its own buffer.  A rank with nothing to register passes buf NULL
+ * and bytes 0 (it takes part and gets QCOLL_ERR_INVALID_ARGUMENT; its
+ * peers are unaffected).  Every rank takes part in the exchange even when
+ * its own buffer is refused, so a refusal never leaves a peer waiting.
+ *
+ * All-reduces captured into a CUDA graph register their buffers on their
+ * own (QCOLL_GRAPH_REGISTER, on by default): at capture time, every rank
+ * exchanges its buffers' handles (so every rank must capture the same
+ * calls), and every replay then runs in place.  Such registrations last
+ * until the communicator is destroyed; an allocation freed and another made
+ * at the same address is recognised at the next capture and registered
+ * anew.
+ *
+ * Only the CUDA IPC paths use registrations.  On a host-only communicator,
+ * or where the IPC kernels do not serve (ranks on several hosts, NCCL as
+ * the engine), registration is a no-op that succeeds. */
+
+/** A registration made by qcoll_comm_register. */
+typedef struct qcoll_reg *qcoll_reg_t;
+
+/** Register the device allocation holding [buf, buf + bytes) with comm
+ *  (collective).  *handle receives the registration, for
+ *  qcoll_comm_deregister.  Registering an allocation again returns a new
+ *  handle to the same registration (each must be deregistered).  Errors,
+ *  with the reason in qcoll_comm_last_error: QCOLL_ERR_INVALID_ARGUMENT
+ *  (buf NULL, bytes 0, handle NULL, not device memory, on another device
+ *  than comm's, running past its allocation); QCOLL_ERR_UNSUPPORTED (managed
+ *  memory, or memory that cannot be shared with other processes: cuMemCreate,
+ *  cudaMallocAsync pools, expandable segments; or every registration slot
+ *  taken).  A refused buffer simply stays staged.  Nothing is enqueued.
+ *  Do not free the buffer before deregistering it. */
+qcoll_status_t qcoll_comm_register(qcoll_comm_t comm, void *buf, size_t bytes,
+                                   qcoll_reg_t *handle);
+
+/** Remove a registration (collective; handle NULL on a rank that has none
+ *  to remove: it still takes part).  Waits for the device's work to finish
+ *  and for every rank to reach the call, then closes the peers' mappings:
+ *  when it returns no kernel reads the buffer any more and it may be freed.
+ *  A graph captured while the buffer was registered stays valid: its
+ *  replays stage the buffer (results are the same).  Frees the handle.
+ *  Must not be called while a stream of comm's device is capturing. */
+qcoll_status_t qcoll_comm_deregister(qcoll_comm_t comm, qcoll_reg_t handle);
+
+/* ------------------------------------------------------------------ */
 /* Collectives                                                         */
 /* ------------------------------------------------------------------ */
 /* Counts are in elements.  sendbuf == recvbuf means in place.  A count of

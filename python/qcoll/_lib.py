@@ -100,6 +100,8 @@ _SIGNATURES = {
     "qcoll_comm_device": (_status, [_comm, _int_p]),
     "qcoll_comm_last_error": (ctypes.c_char_p, [_comm]),
     "qcoll_comm_get_async_error": (_status, [_comm, _int_p]),
+    "qcoll_comm_register": (_status, [_comm, _ptr, _size, ctypes.POINTER(_ptr)]),
+    "qcoll_comm_deregister": (_status, [_comm, _ptr]),
     "qcoll_all_reduce": (_status, [_ptr, _ptr, _size, _int, _int, _comm, _ptr]),
     "qcoll_reduce": (_status, [_ptr, _ptr, _size, _int, _int, _int, _comm, _ptr]),
     "qcoll_broadcast": (_status, [_ptr, _ptr, _size, _int, _int, _comm, _ptr]),

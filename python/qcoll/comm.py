@@ -662,6 +662,34 @@ class Comm:
                   ops.stream, algo=algo)
         return buf
 
+    def register(self, buf: Buffer) -> "Registration":
+        """Register the GPU allocation holding ``buf`` (a CUDA tensor or any
+        GPU array) with the communicator, collectively: every rank calls
+        it, in the same order, each with its own buffer.  The IPC all-reduce
+        then reads (and writes) it in place with no copy-in.  All-reduces
+        captured into a CUDA graph register their buffers themselves
+        (QCOLL_GRAPH_REGISTER), so this is for eager calls.  A no-op where
+        the IPC kernels do not serve.  Returns a handle for
+        :meth:`deregister`; keep ``buf`` alive until then."""
+        what = "qcoll.Comm.register"
+        b = as_buffer(buf, what, "buf")
+        out = ctypes.c_void_p()
+        with self._lock:
+            h = self._live("register")
+            _check(lib().qcoll_comm_register(h, b.ptr, b.nbytes, ctypes.byref(out)), h)
+        return Registration(out.value, b.obj)
+
+    def deregister(self, reg: "Registration") -> None:
+        """Remove a registration (collectively; ``None`` on a rank with
+        nothing to remove).  Waits for the device and every rank; graphs
+        captured with the buffer stay valid and stage it from then on."""
+        handle = reg.handle if reg is not None else None
+        with self._lock:
+            h = self._live("deregister")
+            _check(lib().qcoll_comm_deregister(h, handle), h)
+        if reg is not None:
+            reg.handle = None
+
     def barrier(self, stream: Stream = None) -> None:
         """Wait until every rank has entered the barrier; with a stream on a
         GPU communicator the barrier is also ordered on that stream."""
@@ -671,5 +699,13 @@ class Comm:
             _check(lib().qcoll_barrier(h, s), h)
 
 
-__all__ = ["Comm", "get_unique_id", "unique_id_to_hex", "unique_id_from_hex", "version",
+class Registration:
+    """A buffer registered with :meth:`Comm.register` (keeps it alive)."""
+
+    def __init__(self, handle, obj):
+        self.handle = handle
+        self.obj = obj
+
+
+__all__ = ["Comm", "Registration", "get_unique_id", "unique_id_to_hex", "unique_id_from_hex", "version",
            "dtype_size", "env_table", "selection_table", "status_string"]

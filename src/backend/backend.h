@@ -18,6 +18,7 @@
 
 #include "../base/colls.h"
 #include "../base/context.h"
+#include "../transport/reg_table.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -77,6 +78,14 @@ typedef struct qcoll__backend {
   /* An error of work already enqueued, or QCOLL_OK.  NULL: none. */
   qcoll_status_t (*poll_async_error)(qcoll__ctx_t *ctx);
   void (*destroy)(qcoll__ctx_t *ctx);
+  /* Collective registration of the allocation holding a user buffer
+   * (qcoll_comm_register), and its removal; every rank calls them in the
+   * same order, buf NULL on a rank that registers nothing.  NULL: the
+   * backend has nothing to register (the call succeeds, out NONE). */
+  qcoll_status_t (*register_buffer)(qcoll__ctx_t *ctx, const void *buf,
+                                    size_t bytes, qcoll__reg_result_t *out);
+  qcoll_status_t (*deregister_buffer)(qcoll__ctx_t *ctx,
+                                      const qcoll__reg_result_t *reg);
   /* One line for qcoll-info about what this process can use of it, as
    * snprintf writes (returns the length it needed); NULL: nothing to say. */
   int (*describe)(char *buf, size_t len);

@@ -16,6 +16,7 @@
 
 #include "../transport/cuda_ipc.h"
 #include "../transport/cuda_ipc_comm.h"
+#include "../transport/cuda_reg.h"
 
 /* The quantised two-shot (allreduce_quant.cu): sum of f16/bf16/f32 only.
  * Min and max are refused rather than quantised (the extreme of decoded
@@ -106,6 +107,30 @@ static qcoll_status_t qcoll__push_all_reduce(qcoll__ctx_t *comm,
                       cudaGetErrorName(err), cudaGetErrorString(err));
 }
 
+/* Under graph capture, the call's buffers are registered (collectively:
+ * every rank captures the same calls, so every rank takes part, whether its
+ * buffers are already registered or not), so that every replay reads the
+ * peers' buffers with no copy-in.  A capture-time cost only; buffers that
+ * cannot be registered are staged.  Off with QCOLL_GRAPH_REGISTER=0. */
+static qcoll_status_t register_if_captured(qcoll__ctx_t *comm,
+                                           const void *sendbuf, void *recvbuf,
+                                           size_t bytes, void *stream,
+                                           bool *captured) {
+  enum cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  *captured = false;
+  if (!comm->config.graph_register) return QCOLL_OK;
+  if (cudaStreamIsCapturing((cudaStream_t)stream, &capture) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return QCOLL_OK; /* the launch reports what is wrong with the stream */
+  }
+  if (capture != cudaStreamCaptureStatusActive) return QCOLL_OK;
+  *captured = true;
+  const void *bufs[2] = {sendbuf, recvbuf == sendbuf ? NULL : recvbuf};
+  const size_t sizes[2] = {bytes, bytes};
+  qcoll__reg_result_t out[2];
+  return qcoll__cuda_reg_register(comm, bufs, sizes, 2, true, out);
+}
+
 qcoll_status_t qcoll__cuda_all_reduce(qcoll__ctx_t *comm, const void *sendbuf,
                                       void *recvbuf, size_t count,
                                       qcoll_dtype_t dtype, qcoll_op_t op,
@@ -146,15 +171,28 @@ qcoll_status_t qcoll__cuda_all_reduce(qcoll__ctx_t *comm, const void *sendbuf,
     return qcoll__push_all_reduce(comm, &cc->push, sendbuf, recvbuf, count,
                                   dtype, op, stream);
 
+  bool captured = false;
+  st = register_if_captured(comm, sendbuf, recvbuf, count * elem, stream,
+                            &captured);
+  if (st != QCOLL_OK) return st;
   const size_t chunk =
       qcoll__cuda_all_reduce_chunk_elems(&cc->view, ipc_algo, dtype);
   const size_t chunks = (count + chunk - 1) / chunk;
   for (size_t k = 0; k < chunks; k++) {
     size_t offset = k * chunk;
     size_t n = QCOLL_MIN(chunk, count - offset);
-    cudaError_t err = qcoll__cuda_all_reduce_launch(
-        &cc->view, ipc_algo, (const char *)sendbuf + offset * elem,
-        (char *)recvbuf + offset * elem, n, dtype, op, (cudaStream_t)stream);
+    const char *send = (const char *)sendbuf + offset * elem;
+    char *recv = (char *)recvbuf + offset * elem;
+    /* Registered buffers are read (and written) in place by the peers;
+     * the kernel checks the references again on the device. */
+    qcoll__ipc_reg_ref_t sref, rref;
+    const bool exchange =
+        qcoll__cuda_reg_refs(comm, send, recv, n * elem, captured, &sref,
+                             &rref);
+    cudaError_t err = qcoll__cuda_all_reduce_launch_reg(
+        &cc->view, ipc_algo, send, recv, n, dtype, op,
+        exchange ? &sref : NULL, exchange ? &rref : NULL,
+        (cudaStream_t)stream);
     if (err != cudaSuccess) {
       (void)cudaGetLastError();
       return qcoll__error(

@@ -5,8 +5,11 @@
  * unusable, so core needs no #ifdef. */
 #include "backend.h"
 
+#include <string.h>
+
 #include "../runtime/runtime.h"
 #include "../transport/cuda_ipc.h"
+#include "../transport/cuda_reg.h"
 #include "cuda_ipc_launch.h"
 
 #ifdef QCOLL_HAVE_CUDA
@@ -81,6 +84,32 @@ static qcoll_status_t ipc_run(qcoll__ctx_t *ctx, const qcoll__call_t *c) {
   return run_all_reduce(ctx, c);
 }
 
+/* Registration where the IPC kernels serve; elsewhere nothing to do (the
+ * ranks agree on whether IPC is usable, so all skip the exchange alike). */
+static qcoll_status_t ipc_register(qcoll__ctx_t *ctx, const void *buf,
+                                   size_t bytes, qcoll__reg_result_t *out) {
+  memset(out, 0, sizeof *out);
+  if (!ipc_usable(ctx)) return QCOLL_OK;
+  qcoll__device_guard_t guard;
+  qcoll_status_t st = qcoll__device_guard_enter(ctx, &guard);
+  if (st != QCOLL_OK) return st;
+  st = qcoll__cuda_reg_register(ctx, &buf, &bytes, 1, false, out);
+  qcoll__device_guard_exit(ctx, &guard);
+  return st;
+}
+
+static qcoll_status_t ipc_deregister(qcoll__ctx_t *ctx,
+                                     const qcoll__reg_result_t *reg) {
+  if (!ipc_usable(ctx)) return QCOLL_OK;
+  qcoll__device_guard_t guard;
+  qcoll_status_t st = qcoll__device_guard_enter(ctx, &guard);
+  if (st != QCOLL_OK) return st;
+  st = qcoll__cuda_reg_deregister(
+      ctx, reg && reg->status != QCOLL_REG_NONE ? reg : NULL);
+  qcoll__device_guard_exit(ctx, &guard);
+  return st;
+}
+
 static void ipc_signal_abort(qcoll__ctx_t *ctx) {
   /* A store to host-mapped memory: kernels waiting on peers stop. */
   if (ctx->cuda) qcoll__cuda_signal_abort(ctx);
@@ -113,6 +142,8 @@ static qcoll_status_t ipc_run(qcoll__ctx_t *ctx, const qcoll__call_t *c) {
 }
 
 #define ipc_init NULL
+#define ipc_register NULL
+#define ipc_deregister NULL
 #define ipc_signal_abort NULL
 #define ipc_poll_async_error NULL
 #define ipc_destroy NULL
@@ -128,5 +159,7 @@ const qcoll__backend_t qcoll__backend_ipc = {
     .signal_abort = ipc_signal_abort,
     .poll_async_error = ipc_poll_async_error,
     .destroy = ipc_destroy,
+    .register_buffer = ipc_register,
+    .deregister_buffer = ipc_deregister,
     .describe = NULL,
 };

@@ -122,6 +122,12 @@ static const env_entry_t env_table[] = {
      "programmatic dependent launch where the GPU (sm_90+) and driver (12.3+) "
      "support it; 0 turns it off",
      ENV_BOOL, FIELD(pdl), 0, 0},
+    {"QCOLL_GRAPH_REGISTER", "1",
+     "register the buffers of GPU all-reduces captured into a CUDA graph "
+     "(a collective exchange at capture time, so every rank must capture the "
+     "same calls), so that replays read peers' buffers with no copy-in; 0 "
+     "stages them as eager calls do",
+     ENV_BOOL, FIELD(graph_register), 0, 0},
     {"QCOLL_ONESHOT_MAX_BYTES", "0",
      "largest GPU all-reduce sent one-shot by the selection table (0: 4 MiB "
      "divided by the number of ranks, where one-shot and two-shot crossed at "

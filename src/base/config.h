@@ -43,6 +43,7 @@ typedef struct qcoll__config {
   size_t ipc_push_bytes;               /* QCOLL_IPC_PUSH_BYTES */
   long long ipc_push_max_ranks;        /* QCOLL_IPC_PUSH_MAX_RANKS */
   bool pdl;                            /* QCOLL_PDL */
+  bool graph_register;                 /* QCOLL_GRAPH_REGISTER */
   size_t oneshot_max_bytes;            /* QCOLL_ONESHOT_MAX_BYTES */
   size_t twoshot_max_bytes;            /* QCOLL_TWOSHOT_MAX_BYTES */
   size_t shared_gpu_ipc_max_bytes;     /* QCOLL_SHARED_GPU_IPC_MAX_BYTES */

@@ -123,7 +123,7 @@ static struct {
   ctx_get_device_fn ctx_get_device;
 } driver;
 
-static void *driver_entry(const char *symbol, unsigned version) {
+void *qcoll__cuda_driver_entry(const char *symbol, unsigned version) {
   void *fn = NULL;
   enum cudaDriverEntryPointQueryResult found =
       cudaDriverEntryPointSymbolNotFound;
@@ -138,11 +138,11 @@ static void *driver_entry(const char *symbol, unsigned version) {
 
 static void resolve_driver_entries(void) {
   driver.stream_get_ctx =
-      (stream_get_ctx_fn)driver_entry("cuStreamGetCtx", 9020);
-  driver.ctx_push = (ctx_push_fn)driver_entry("cuCtxPushCurrent", 4000);
-  driver.ctx_pop = (ctx_pop_fn)driver_entry("cuCtxPopCurrent", 4000);
+      (stream_get_ctx_fn)qcoll__cuda_driver_entry("cuStreamGetCtx", 9020);
+  driver.ctx_push = (ctx_push_fn)qcoll__cuda_driver_entry("cuCtxPushCurrent", 4000);
+  driver.ctx_pop = (ctx_pop_fn)qcoll__cuda_driver_entry("cuCtxPopCurrent", 4000);
   driver.ctx_get_device =
-      (ctx_get_device_fn)driver_entry("cuCtxGetDevice", 2000);
+      (ctx_get_device_fn)qcoll__cuda_driver_entry("cuCtxGetDevice", 2000);
 }
 
 static bool capturing_stream_device(void *stream, int *dev, const char **how) {

@@ -73,6 +73,11 @@ qcoll_status_t qcoll__device_guard_enter(qcoll__ctx_t *comm,
 /* Restore the caller's device. */
 void qcoll__device_guard_exit(qcoll__ctx_t *comm, qcoll__device_guard_t *g);
 
+/* CUDA builds only (runtime/cuda.c): a driver entry point of at least
+ * `version` through the runtime (no link against the driver library), or
+ * NULL when this driver lacks it. */
+void *qcoll__cuda_driver_entry(const char *symbol, unsigned version);
+
 #ifdef __cplusplus
 }
 #endif

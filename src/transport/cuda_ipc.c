@@ -31,6 +31,7 @@
 #include "../coll/cuda/launch.h"
 #include "../base/config.h"
 #include "cuda_ipc_comm.h"
+#include "cuda_reg.h"
 
 /* What each rank tells the others at init. */
 typedef struct ipc_record {
@@ -85,8 +86,8 @@ typedef struct opened_handle {
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static opened_handle_t *registry;
 
-static cudaError_t registry_open(int device, const cudaIpcMemHandle_t *handle,
-                                 void **ptr) {
+cudaError_t qcoll__ipc_handle_open(int device, const cudaIpcMemHandle_t *handle,
+                                   void **ptr) {
   cudaError_t err = cudaSuccess;
   pthread_mutex_lock(&registry_lock);
   for (opened_handle_t *h = registry; h; h = h->next) {
@@ -118,7 +119,7 @@ out:
   return err;
 }
 
-static void registry_close(qcoll__ctx_t *comm, int device, void *ptr) {
+void qcoll__ipc_handle_close(qcoll__ctx_t *comm, int device, void *ptr) {
   pthread_mutex_lock(&registry_lock);
   for (opened_handle_t **p = &registry; *p; p = &(*p)->next) {
     opened_handle_t *h = *p;
@@ -172,7 +173,7 @@ static uint32_t *probe_slot(char *base, int writer) {
 /* Switch this thread to relaxed capture mode while it allocates and frees,
  * so a capture running in another thread neither breaks these calls nor is
  * invalidated by them. */
-static enum cudaStreamCaptureMode relax_capture_mode(void) {
+enum cudaStreamCaptureMode qcoll__ipc_relax_capture_mode(void) {
   enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) {
     (void)cudaGetLastError();
@@ -180,7 +181,7 @@ static enum cudaStreamCaptureMode relax_capture_mode(void) {
   }
   return mode;
 }
-static void restore_capture_mode(enum cudaStreamCaptureMode mode) {
+void qcoll__ipc_restore_capture_mode(enum cudaStreamCaptureMode mode) {
   if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess)
     (void)cudaGetLastError();
 }
@@ -267,8 +268,12 @@ static void setup_local(qcoll__ctx_t *comm, cudaStream_t s, ipc_record_t *rec) {
       comm->nranks <= comm->config.ipc_push_max_ranks
           ? qcoll__push_slot_bytes(comm->config.ipc_push_bytes)
           : 0;
-  cc->push_area_offset = qcoll__push_area_offset(qcoll__ipc_alloc_bytes(
+  /* The registration descriptors follow the inboxes, then the push area:
+   * every rank computes the same offsets (the push slots may differ). */
+  cc->desc_offset = qcoll__push_area_offset(qcoll__ipc_alloc_bytes(
       cc->buffer_bytes, comm->nranks, cc->p2p.pair_bytes));
+  cc->push_area_offset =
+      qcoll__push_area_offset(cc->desc_offset + QCOLL_IPC_DESC_BYTES);
   const size_t push_area =
       qcoll__push_area_bytes(comm->nranks, rec->push_slot_bytes);
   if ((err = cudaMalloc((void **)&cc->buffer,
@@ -281,6 +286,8 @@ static void setup_local(qcoll__ctx_t *comm, cudaStream_t s, ipc_record_t *rec) {
    * epoch, since kernels skip epoch 0. */
   if ((err = cudaMemsetAsync(cc->buffer, 0, QCOLL_IPC_HEADER_BYTES, s)) !=
           cudaSuccess ||
+      (err = cudaMemsetAsync(cc->buffer + cc->desc_offset, 0,
+                             QCOLL_IPC_DESC_BYTES, s)) != cudaSuccess ||
       (err = qcoll__push_area_init(cc->buffer + cc->push_area_offset,
                                    push_area, s)) != cudaSuccess ||
       (err = cudaStreamSynchronize(s)) != cudaSuccess) {
@@ -324,6 +331,7 @@ static bool map_peer(qcoll__ctx_t *comm, const ipc_record_t *recs, int p,
   const ipc_record_t *me = &recs[comm->rank], *peer = &recs[p];
   cudaError_t err;
   if (same_process(me, peer)) {
+    cc->peer_same_process[p] = true;
     if (peer->device != comm->device) {
       int can = 0;
       err = cudaDeviceCanAccessPeer(&can, comm->device, peer->device);
@@ -349,7 +357,7 @@ static bool map_peer(qcoll__ctx_t *comm, const ipc_record_t *recs, int p,
     return true;
   }
   void *ptr = NULL;
-  err = registry_open(comm->device, &peer->handle, &ptr);
+  err = qcoll__ipc_handle_open(comm->device, &peer->handle, &ptr);
   if (err != cudaSuccess) {
     set_reason(why,
                "rank %d (pid %lld) could not open rank %d's IPC handle "
@@ -438,7 +446,7 @@ static bool check_arrivals(qcoll__ctx_t *comm, const ipc_record_t *recs,
 static void release_peers(qcoll__ctx_t *comm) {
   struct qcoll__cuda_comm *cc = comm->cuda;
   for (int p = 0; p < QCOLL_IPC_MAX_RANKS; p++) {
-    if (cc->peer_opened[p]) registry_close(comm, cc->device, cc->peers[p]);
+    if (cc->peer_opened[p]) qcoll__ipc_handle_close(comm, cc->device, cc->peers[p]);
     cc->peer_opened[p] = false;
     cc->peers[p] = NULL;
   }
@@ -535,7 +543,7 @@ qcoll_status_t qcoll__cuda_comm_init(qcoll__ctx_t *comm) {
   }
   const size_t nranks = (size_t)comm->nranks;
 
-  enum cudaStreamCaptureMode saved_mode = relax_capture_mode();
+  enum cudaStreamCaptureMode saved_mode = qcoll__ipc_relax_capture_mode();
   cudaStream_t s = NULL;
   ipc_record_t *recs = calloc(nranks, sizeof *recs);
   ipc_verdict_t *verdicts = calloc(nranks, sizeof *verdicts);
@@ -663,6 +671,9 @@ qcoll_status_t qcoll__cuda_comm_init(qcoll__ctx_t *comm) {
   v->pdl = qcoll__cuda_pdl_enabled(comm->device, comm->config.pdl);
   cc->oneshot_max_bytes =
       qcoll__config_oneshot_max_bytes(&comm->config, comm->nranks);
+  /* Without a registry every buffer is staged, as before it existed. */
+  st = qcoll__cuda_reg_init(comm);
+  if (st != QCOLL_OK) goto out;
   cc->coll_view = *v;
   cc->coll_view.max_grid = coll_max_grid;
   setup_push(comm, recs);
@@ -685,7 +696,7 @@ unusable_unmapped:
   free_local(comm);
 out:
   if (s && cudaStreamDestroy(s) != cudaSuccess) (void)cudaGetLastError();
-  restore_capture_mode(saved_mode);
+  qcoll__ipc_restore_capture_mode(saved_mode);
   free(recs);
   free(verdicts);
   return st;
@@ -694,7 +705,7 @@ out:
 void qcoll__cuda_comm_destroy(qcoll__ctx_t *comm) {
   struct qcoll__cuda_comm *cc = comm->cuda;
   if (!cc) return;
-  enum cudaStreamCaptureMode saved_mode = relax_capture_mode();
+  enum cudaStreamCaptureMode saved_mode = qcoll__ipc_relax_capture_mode();
   if (cc->buffer) {
     /* Our kernels may still run on the caller's streams; they finish
      * within the deadline (every device wait has one) or promptly after an
@@ -711,9 +722,10 @@ void qcoll__cuda_comm_destroy(qcoll__ctx_t *comm) {
                 cudaGetErrorString(err));
     }
   }
+  qcoll__cuda_reg_destroy(comm);
   release_peers(comm);
   free_local(comm);
-  restore_capture_mode(saved_mode);
+  qcoll__ipc_restore_capture_mode(saved_mode);
   free(cc);
   comm->cuda = NULL;
 }
@@ -784,6 +796,14 @@ qcoll_status_t qcoll__cuda_poll_async_error(qcoll__ctx_t *comm) {
           "GPU collective on rank %d: block %d stopped %s (waiting for rank "
           "%d): the communicator was aborted",
           rank, block, site, peer);
+    case QCOLL_IPC_ERR_REGISTRY:
+      return qcoll__error(
+          comm, QCOLL_ERR_INTERNAL,
+          "GPU all-reduce on rank %d: block %d: rank %d published a "
+          "registered buffer that this rank has not mapped (the ranks' "
+          "buffer registrations disagree: were qcoll_comm_register and "
+          "qcoll_comm_deregister called by every rank in the same order?)",
+          rank, block, peer);
     default:
       return qcoll__error(
           comm, QCOLL_ERR_INTERNAL,

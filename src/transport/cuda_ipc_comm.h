@@ -11,6 +11,9 @@
 #include <stddef.h>
 
 #include "../coll/cuda/collectives.h"
+#include <cuda_runtime_api.h>
+
+#include "../base/context.h"
 #include "../coll/cuda/launch.h"
 #include "cuda_push.h"
 
@@ -42,6 +45,23 @@ struct qcoll__cuda_comm {
    * push.slot_bytes 0 when the ranks did not all ask for the same slots. */
   size_t push_area_offset;
   qcoll__push_view_t push;
+  /* Buffer registration (cuda_reg.c): peers in this very process (their
+   * addresses are valid here, no handle to open), the descriptor area's
+   * offset (after the inboxes, before the push area) and the registry. */
+  bool peer_same_process[QCOLL_IPC_MAX_RANKS];
+  size_t desc_offset;
+  struct qcoll__cuda_reg *reg;
 };
+
+/* The process-wide cache of opened IPC handles (cuda_ipc.c): a handle is
+ * opened once per (device, handle) and shared; closed with the last user. */
+cudaError_t qcoll__ipc_handle_open(int device, const cudaIpcMemHandle_t *handle,
+                                   void **ptr);
+void qcoll__ipc_handle_close(qcoll__ctx_t *comm, int device, void *ptr);
+
+/* This thread in relaxed capture mode (so allocations, copies and IPC calls
+ * neither break nor are broken by a capture), and back. */
+enum cudaStreamCaptureMode qcoll__ipc_relax_capture_mode(void);
+void qcoll__ipc_restore_capture_mode(enum cudaStreamCaptureMode mode);
 
 #endif

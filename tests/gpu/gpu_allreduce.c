@@ -178,12 +178,7 @@ int main(void) {
   int failed = gt_failures() - before;
   gt_note("%d cases, %d failure(s)", cases, failed);
 
-  qcoll_status_t async = QCOLL_OK;
-  GT_QCOLL(comm, qcoll_comm_get_async_error(comm, &async));
-  if (async != QCOLL_OK)
-    gt_fail("asynchronous error after the run: %s: %s",
-            qcoll_status_string(async), gt_last_error(comm));
-  GT_QCOLL(comm, qcoll_comm_destroy(comm));
+  gt_check_async_and_destroy(comm);
   GT_CUDA(cudaFree(dev_send));
   GT_CUDA(cudaFree(dev_recv));
   return gt_failures() ? 1 : 0;

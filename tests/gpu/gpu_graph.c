@@ -22,36 +22,17 @@ static cudaStream_t stream;
 static gt_check_state_t *state; /* device */
 
 static void reset_check(void) {
-  GT_CUDA(cudaMemset(state, 0, sizeof *state));
-  GT_CUDA(cudaDeviceSynchronize());
+  gt_check_reset(state);
 }
 
 static bool finish_check(const char *what, unsigned long long expected_checks) {
-  gt_check_state_t host;
-  GT_CUDA(cudaMemcpy(&host, state, sizeof host, cudaMemcpyDeviceToHost));
-  bool ok = true;
-  if (host.checks != expected_checks) {
-    gt_fail("%s: %llu checks ran, expected %llu", what, host.checks,
-            expected_checks);
-    ok = false;
-  }
-  if (gt_report_check(&host, what)) ok = false;
-  return ok;
+  return gt_check_finish(state, what, expected_checks);
 }
 
 static void all_reduce(const void *send, void *recv, size_t count,
                        qcoll_dtype_t dtype, qcoll_algo_t algo,
                        const char *what) {
-  qcoll_all_reduce_options_t opts;
-  GT_QCOLL(comm, qcoll_all_reduce_options_init(&opts));
-  opts.algo = algo;
-  qcoll_status_t st = qcoll_all_reduce_ex(send, recv, count, dtype, QCOLL_SUM,
-                                          comm, stream, &opts);
-  if (st != QCOLL_OK) {
-    gt_fail("%s: qcoll_all_reduce_ex returned %s: %s", what,
-            qcoll_status_string(st), gt_last_error(comm));
-    exit(1);
-  }
+  gt_all_reduce_algo(comm, stream, send, recv, count, dtype, algo, what);
 }
 
 /* fill(counter) -> all-reduce -> check(counter) -> bump, all captured. */

@@ -260,3 +260,22 @@ unsigned long long gt_report_check(const gt_check_state_t *s,
       s->first_expected, s->first_got);
   return s->bad;
 }
+
+void gt_check_reset(gt_check_state_t *state) {
+  GT_CUDA(cudaMemset(state, 0, sizeof *state));
+  GT_CUDA(cudaDeviceSynchronize());
+}
+
+bool gt_check_finish(const gt_check_state_t *state, const char *what,
+                     unsigned long long expected) {
+  gt_check_state_t host;
+  GT_CUDA(cudaMemcpy(&host, state, sizeof host, cudaMemcpyDeviceToHost));
+  bool ok = true;
+  if (host.checks != expected) {
+    gt_fail("%s: %llu checks ran, expected %llu", what, host.checks,
+            expected);
+    ok = false;
+  }
+  if (gt_report_check(&host, what)) ok = false;
+  return ok;
+}

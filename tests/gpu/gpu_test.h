@@ -42,6 +42,15 @@ int gt_device(void);
 size_t gt_check_same_on_all_ranks(qcoll_comm_t comm, const void *result,
                                   size_t bytes, const char *what);
 
+/* qcoll_all_reduce_ex (sum) with a forced algorithm; on failure the reason
+ * and exit (the other ranks would wait for this one). */
+void gt_all_reduce_algo(qcoll_comm_t comm, cudaStream_t stream,
+                        const void *send, void *recv, size_t count,
+                        qcoll_dtype_t dtype, qcoll_algo_t algo,
+                        const char *what);
+/* The end of a test program: no asynchronous error left, comm destroyed. */
+void gt_check_async_and_destroy(qcoll_comm_t comm);
+
 /* ---- in gpu_test.c: CUDA only ---------------------------------------------
  */
 
@@ -167,6 +176,12 @@ cudaError_t gt_bump_launch(unsigned *counter, cudaStream_t stream);
 
 /* Report a check state copied back to the host; returns its bad count. */
 unsigned long long gt_report_check(const gt_check_state_t *s, const char *what);
+/* Zero a device check state (and wait for the device). */
+void gt_check_reset(gt_check_state_t *state);
+/* The device check state: `expected` checks ran and none failed (each
+ * failure reported); true when so. */
+bool gt_check_finish(const gt_check_state_t *state, const char *what,
+                     unsigned long long expected);
 
 #ifdef __cplusplus
 }

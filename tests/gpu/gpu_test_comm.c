@@ -63,3 +63,28 @@ size_t gt_check_same_on_all_ranks(qcoll_comm_t comm, const void *result,
   free(all);
   return differ;
 }
+
+void gt_all_reduce_algo(qcoll_comm_t comm, cudaStream_t stream,
+                        const void *send, void *recv, size_t count,
+                        qcoll_dtype_t dtype, qcoll_algo_t algo,
+                        const char *what) {
+  qcoll_all_reduce_options_t opts;
+  GT_QCOLL(comm, qcoll_all_reduce_options_init(&opts));
+  opts.algo = algo;
+  qcoll_status_t st = qcoll_all_reduce_ex(send, recv, count, dtype, QCOLL_SUM,
+                                          comm, stream, &opts);
+  if (st != QCOLL_OK) {
+    gt_fail("%s: qcoll_all_reduce_ex returned %s: %s", what,
+            qcoll_status_string(st), gt_last_error(comm));
+    exit(1);
+  }
+}
+
+void gt_check_async_and_destroy(qcoll_comm_t comm) {
+  qcoll_status_t async = QCOLL_OK;
+  GT_QCOLL(comm, qcoll_comm_get_async_error(comm, &async));
+  if (async != QCOLL_OK)
+    gt_fail("asynchronous error after the run: %s: %s",
+            qcoll_status_string(async), gt_last_error(comm));
+  GT_QCOLL(comm, qcoll_comm_destroy(comm));
+}

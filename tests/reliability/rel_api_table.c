@@ -34,6 +34,16 @@
 static qcoll_comm_t L, D, A; /* live, destroyed, aborted */
 static qcoll_comm_t scratch; /* what a refused init may write */
 static int32_t sb[N], rb[N];
+static qcoll_reg_t reg_out;
+static uint64_t fake_reg[4]; /* not a registration: its magic is 0 */
+
+/* A host buffer's registration succeeds and does nothing; deregistered. */
+static qcoll_status_t register_host_buffer(qcoll_comm_t c) {
+  qcoll_reg_t h = NULL;
+  qcoll_status_t st = qcoll_comm_register(c, sb, sizeof sb, &h);
+  if (st != QCOLL_OK) return st;
+  return qcoll_comm_deregister(c, h);
+}
 static int failures, cases;
 static qcoll_options_t bad_size, bad_algo, bad_quant, oneshot;
 static qcoll_unique_id_t id_probe;
@@ -137,6 +147,8 @@ static const char *hex_of(char c, size_t len) {
 #define C_RECV(c) qcoll_recv(rb, 8, QCOLL_I32, 0, c, NULL)
 #define C_RECV_EX(c) qcoll_recv_ex(rb, 8, QCOLL_I32, 0, c, NULL, NULL)
 #define C_BARRIER(c) qcoll_barrier(c, NULL)
+#define C_REG(c) qcoll_comm_register(c, sb, sizeof sb, &reg_out)
+#define C_DEREG(c) qcoll_comm_deregister(c, NULL)
 #define C_DESTROY(c) qcoll_comm_destroy(c)
 #define C_LAST(c) \
   says(qcoll_comm_last_error(c), c == D ? "destroyed" : c ? "" : "NULL")
@@ -264,6 +276,14 @@ static const char *hex_of(char c, size_t len) {
   COMM_CASES(qcoll_recv_ex, C_RECV_EX, AB)                                    \
   OPT_CASES(qcoll_recv_ex, RECV_EX)                                           \
   COMM_CASES(qcoll_barrier, C_BARRIER, AB)                                    \
+  COMM_CASES(qcoll_comm_register, C_REG, AB)                                  \
+  X(qcoll_comm_register, "handle NULL", IA, qcoll_comm_register(L, sb, sizeof sb, NULL)) \
+  X(qcoll_comm_register, "buf NULL", IA, qcoll_comm_register(L, NULL, 64, &reg_out)) \
+  X(qcoll_comm_register, "bytes 0", IA, qcoll_comm_register(L, sb, 0, &reg_out)) \
+  X(qcoll_comm_register, "host buffer (no-op), deregistered", OK, register_host_buffer(L)) \
+  COMM_CASES(qcoll_comm_deregister, C_DEREG, AB)                              \
+  X(qcoll_comm_deregister, "handle NULL", OK, qcoll_comm_deregister(L, NULL)) \
+  X(qcoll_comm_deregister, "not a registration", IA, qcoll_comm_deregister(L, (qcoll_reg_t)fake_reg)) \
   X(qcoll_env_describe, "index -1", IA, qcoll_env_describe(-1, &name_out, &default_out, &doc_out)) \
   X(qcoll_env_describe, "index 100000", IA, qcoll_env_describe(100000, NULL, NULL, NULL)) \
   X(qcoll_selection_table_format, "size query", OK, qcoll_selection_table_format(NULL, 0, &needed)) \

@@ -105,6 +105,7 @@ int perf_json_open(perf_json_t *j, const char *path, const perf_json_run_t *run)
               {"warmup_iters", run->warmup_iters},
               {"agg_iters", run->agg_iters},
               {"graph_launches", run->graph_launches},
+              {"registered", run->registered},
               {"check", run->check}};
   fputc('{', f);
   for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++) {

@@ -70,6 +70,7 @@ typedef struct perf_opts {
   bool use_call_opts;        /* --algo or -q given: calls take call_opts */
   perf_mem_kind_t mem;
   bool vs_nccl; /* NCCL on the same buffers, side by side */
+  bool register_bufs; /* --register: both buffers registered with qcoll */
   int average;  /* -a: the time reported (perf_average_t) */
   int agg_iters; /* -m: calls per timed iteration */
   const char *json_path; /* -J: the results as JSON, written by rank 0 */
@@ -85,7 +86,7 @@ typedef enum perf_average {
 static const char *const average_name[] = {"rank0", "mean", "min", "max"};
 
 /* Long options without a short form. */
-enum { OPT_VS_NCCL = 256, OPT_ALGO, OPT_MEM, OPT_VERSION };
+enum { OPT_VS_NCCL = 256, OPT_ALGO, OPT_MEM, OPT_VERSION, OPT_REGISTER };
 
 /* ---- messages ------------------------------------------------------------ */
 
@@ -141,6 +142,11 @@ static void print_usage(FILE *f) {
       "                          (GPU memory only; NCCL loaded from "
       "QCOLL_NCCL_LIB,\n"
       "                          else libnccl.so.2)\n"
+      "      --register          register both buffers with the communicator\n"
+      "                          (qcoll_comm_register) before the sweep, so the\n"
+      "                          IPC all-reduce reads and writes them in place\n"
+      "                          (GPU memory only; with -G capture registers them\n"
+      "                          anyway unless QCOLL_GRAPH_REGISTER=0)\n"
       "      --version           show the version\n" PERF_USAGE_HELP
       "Exit status: 0, 1 when a result was wrong or a call failed (GPU work\n"
       "not finished after QCOLL_TIMEOUT seconds included), 2 for bad input.\n"
@@ -300,6 +306,7 @@ static void parse_options(int argc, char **argv, perf_opts_t *o) {
       {"memory", required_argument, NULL, OPT_MEM},
       {"json", required_argument, NULL, 'J'},
       {"vs-nccl", no_argument, NULL, OPT_VS_NCCL},
+      {"register", no_argument, NULL, OPT_REGISTER},
       {"version", no_argument, NULL, OPT_VERSION},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
@@ -349,6 +356,7 @@ static void parse_options(int argc, char **argv, perf_opts_t *o) {
         mem_given = true;
         break;
       case OPT_VS_NCCL: o->vs_nccl = true; break;
+      case OPT_REGISTER: o->register_bufs = true; break;
       case OPT_VERSION: print_version(); exit(0);
       case 'h': print_usage(stdout); exit(0);
       case ':':
@@ -409,6 +417,9 @@ static void parse_options(int argc, char **argv, perf_opts_t *o) {
         "host "
         "memory%s",
         why_host);
+  if (o->register_bufs && o->mem == PERF_MEM_HOST)
+    input_error("--register needs GPU buffers; this run uses host memory%s",
+                why_host);
   if (o->mem == PERF_MEM_HOST && o->call_opts.algo != QCOLL_ALGO_AUTO &&
       o->call_opts.algo != QCOLL_ALGO_HOST)
     input_error(
@@ -459,6 +470,7 @@ typedef struct bench {
   void *stream; /* the tool's stream (GPU memory), NULL for host memory */
   perf_timer_t timer;
   perf_nccl_t *nccl;      /* --vs-nccl and NCCL accepted */
+  qcoll_reg_t reg_send, reg_recv; /* --register */
   char nccl_refused[320]; /* --vs-nccl and NCCL refused: why */
   qcoll_quant_t quant_effective;
   int rotate_effective; /* rotated groups (-q ...+rot, else QCOLL_QUANT) */
@@ -872,6 +884,7 @@ static void print_header(bench_t *b) {
              b->rotate_effective ? "+rot" : "");
     else if (o->coll->id != PERF_BARRIER)
       printf("  algo: %s", qcoll_algo_name(o->call_opts.algo));
+    printf("  buffers: %s", o->register_bufs ? "registered" : "not registered");
     printf("  timing: %s  time: %s of ranks  agg iters: %d\n",
            o->mem == PERF_MEM_HOST      ? "wall clock"
            : o->graph_launches > 0 ? "CUDA events around graph launches"
@@ -953,6 +966,7 @@ static void start_json(bench_t *b) {
       .warmup_iters = o->args.warmup,
       .agg_iters = o->agg_iters,
       .graph_launches = o->graph_launches,
+      .registered = o->register_bufs,
       .check = o->args.check,
       .nccl = b->nccl ? perf_nccl_describe(b->nccl) : NULL};
   if (perf_json_open(&b->json, o->json_path, &run) != 0)
@@ -1080,6 +1094,13 @@ int main(int argc, char **argv) {
     die(&b, "cannot allocate two buffers of %zu bytes%s%s", opt.args.max_bytes,
         opt.mem == PERF_MEM_GPU ? ": " : "",
         opt.mem == PERF_MEM_GPU ? perf_gpu_error() : "");
+  if (opt.register_bufs &&
+      ((st = qcoll_comm_register(b.comm, b.send.ptr, opt.args.max_bytes,
+                                 &b.reg_send)) != QCOLL_OK ||
+       (st = qcoll_comm_register(b.comm, b.recv.ptr, opt.args.max_bytes,
+                                 &b.reg_recv)) != QCOLL_OK))
+    die(&b, "--register: %s: %s", qcoll_status_string(st),
+        qcoll_comm_last_error(b.comm));
   if (perf_stream_create(opt.mem, &b.stream) != 0)
     die(&b, "cannot create a stream: %s", perf_gpu_error());
   if (perf_timer_init(&b.timer, opt.mem) != 0)
@@ -1113,6 +1134,11 @@ int main(int argc, char **argv) {
   perf_nccl_stop(b.nccl);
   perf_timer_destroy(&b.timer);
   perf_stream_destroy(opt.mem, b.stream);
+  if (opt.register_bufs &&
+      ((st = qcoll_comm_deregister(b.comm, b.reg_send)) != QCOLL_OK ||
+       (st = qcoll_comm_deregister(b.comm, b.reg_recv)) != QCOLL_OK))
+    die(&b, "--register: deregistering: %s: %s", qcoll_status_string(st),
+        qcoll_comm_last_error(b.comm));
   perf_buf_free(&b.send);
   perf_buf_free(&b.recv);
   free(sizes);

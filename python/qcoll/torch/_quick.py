@@ -102,7 +102,13 @@ def _object_device(group, device):
 
 class QuickAllReduce:
     """All-reduce (sum) of CUDA tensors between the ranks of ``group``, each
-    on its own ``device`` (several ranks may share one GPU)."""
+    on its own ``device`` (several ranks may share one GPU).
+
+    Inside CUDA graph capture, qcoll registers the tensors of each captured
+    unquantised call with the communicator at capture time (every rank must
+    capture the same calls, as graph-captured models do), so every replay
+    reads the peers' tensors in place with no copy-in
+    (``QCOLL_GRAPH_REGISTER=0`` stages them instead)."""
 
     def __init__(self, group, device, quantization=None, max_size_bytes=None):
         self.disabled = True

@@ -8,9 +8,10 @@
  * into one contiguous range per block; block b of every rank handles the
  * same range, so blocks only ever wait on peer blocks of the same index.
  *
- *  one-shot:  copy my input range into my one-shot region P;  barrier 0;
- *             read the range from every rank's one-shot region P, reduce,
- *             write my output.  P is the parity of the number of one-shot
+ *  one-shot:  copy my input range into my one-shot region P (unless my
+ *             input is registered, see below);  barrier 0;
+ *             read the range from every rank's one-shot region P (or its
+ *             registered input), reduce, write my output.  P is the parity of the number of one-shot
  *             launches this rank has completed (a counter in its buffer,
  *             advanced by the last block of each launch), so consecutive
  *             one-shot launches alternate between the two regions.  No
@@ -20,7 +21,13 @@
  *             passed barrier 0 of the next one, which every peer reaches
  *             only after its kernel for this launch has finished.  No other
  *             kernel touches the one-shot regions, and the one-shot writes
- *             nothing else that a peer reads.
+ *             nothing else that a peer reads.  When some rank's input is
+ *             registered, peers read that user buffer itself after barrier
+ *             0, and the rank's stream may overwrite it as soon as its
+ *             kernel returns: every rank then takes a closing barrier 1
+ *             after its reads (all ranks see the same descriptors, so all
+ *             take it or none).  An in-place one-shot always stages (peers
+ *             would read what the owner is overwriting).
  *  two-shot:  copy my input range into my region 0;  barrier 0;  the range
  *             is cut into nranks segments and rank r reduces segment r from
  *             every rank's region 0 into its own region 1;  barrier 1;
@@ -31,6 +38,37 @@
  *             launch only after its barrier 0, which every peer reaches
  *             only once its kernel for this launch has finished (launches
  *             of a communicator are stream-ordered on every rank).
+ *             Registered buffers: a registered input is not copied in;
+ *             owners read it in place after barrier 0 and before they
+ *             arrive at barrier 1, which its rank waits for before it
+ *             returns.  When every rank's output is registered, owner r
+ *             writes its reduced segment straight into every rank's output
+ *             (no region 1, no copy-out): those writes precede the owner's
+ *             barrier-1 flag, which every rank waits for before it returns.
+ *             In place too: the packs of segment r are read (every rank's)
+ *             and then written (every rank's) only by owner r's thread that
+ *             reduces them, and no rank reads its own output in this
+ *             launch.
+ *
+ * Registered buffers.  The host passes, for my send and recv buffers, a
+ * reference (slot, generation, offset) into my registry, or "none".  Each
+ * block checks it against my own row of the registry table (a valid own
+ * entry means every peer has mapped the allocation; deregistration clears
+ * it first), writes its descriptor (the checked references, or staged)
+ * into every peer's descriptor area and then releases its barrier-0 flag;
+ * a peer reads the descriptor after acquiring that flag and reads that
+ * rank's user buffer at its own mapping (table row of that rank) plus the
+ * offset, or its staged region.  A rank whose buffer is not registered, or
+ * was deregistered before a graph replay, thus stages as before while the
+ * others go on in place; a descriptor naming a registration the reader has
+ * not mapped (the ranks' registries disagree) is reported as an error,
+ * never guessed at.  Registered pointers are 16-byte aligned and their
+ * allocation holds every whole pack the launch reads (the host checks
+ * both), so peers read whole packs; outputs are written element by element
+ * in the last pack.  The descriptor slot of a block alternates with the
+ * parity of its epoch: it is written again only two launches later, after
+ * the launch in between passed barrier 0, which the reader joins only
+ * after its kernel for this launch completed.
  *
  * The two-shot's three loops keep several 16-byte accesses in flight per
  * thread (kCopyUnroll packs per round when copying, kReduceLoads loads per
@@ -78,12 +116,15 @@
  * other work), at QCOLL_MAX_BLOCKS and at QCOLL_IPC_MAX_BLOCKS (see
  * agreed_max_grid in src/transport/cuda_ipc.c).  Every rank makes the
  * same launches (count, dtype, op, algorithm) in the same order on one
- * stream, so grids and ranges agree.
+ * stream, so grids and ranges agree.  The kernels are launched with
+ * programmatic dependent launch when the view says so; block_begin waits
+ * on the grid dependency before touching any data or flag.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "elem_ops.cuh"
 #include "ipc_sync.cuh"
@@ -111,15 +152,17 @@ template <typename T, typename Op, int kRanks = QCOLL_IPC_MAX_RANKS>
 __device__ __forceinline__ Pack<T> combine_packs(int nranks,
                                                  const uint4 in[kRanks]);
 
+/* `src[p]`: where rank p's input of this launch lies in this process (its
+ * staged region, or its registered user buffer), in shared memory. */
 template <typename T, typename Op>
 __device__ __forceinline__ Pack<T> reduce_pack(const qcoll__ipc_view_t &v,
-                                               const BlockState *s,
-                                               size_t offset, size_t i) {
+                                               const char *const *src,
+                                               size_t i) {
   uint4 in[QCOLL_IPC_MAX_RANKS];
 #pragma unroll
   for (int p = 0; p < QCOLL_IPC_MAX_RANKS; p++)
     if (p < v.nranks)
-      in[p] = __ldcg(reinterpret_cast<const uint4 *>(s->bases[p] + offset) + i);
+      in[p] = __ldcg(reinterpret_cast<const uint4 *>(src[p]) + i);
   return combine_packs<T, Op>(v.nranks, in);
 }
 
@@ -187,12 +230,34 @@ __device__ __forceinline__ void twoshot_copy_in(const qcoll__ipc_view_t &v,
   for (; i < end; i += b) mine[i] = load_user(src, i, count, aligned).raw;
 }
 
-/* Packs [begin, end) reduced over every rank's staged input into `result`,
+/* Where the two-shot's reduced packs go: the owner's region 1 (peers copy
+ * them out after barrier 1), or straight into every rank's registered
+ * output (the owner is the only one to read or write its segment's packs,
+ * in place too).  store_user writes only the elements below count. */
+struct RegionSink {
+  uint4 *result;
+  template <typename T>
+  __device__ __forceinline__ void put(size_t i, const Pack<T> &x) const {
+    result[i] = x.raw;
+  }
+};
+struct DirectSink {
+  char *const *dst; /* every rank's output, in shared memory */
+  int nranks;
+  size_t count;
+  template <typename T>
+  __device__ __forceinline__ void put(size_t i, const Pack<T> &x) const {
+    for (int p = 0; p < nranks; p++)
+      store_user(reinterpret_cast<T *>(dst[p]), i, count, true, x);
+  }
+};
+
+/* Packs [begin, end) reduced over every rank's input (src[p]) into sink,
  * U packs (of kRanks >= nranks loads each) per round. */
-template <typename T, typename Op, int U, int kRanks>
+template <typename T, typename Op, int U, int kRanks, typename Sink>
 __device__ __forceinline__ void twoshot_reduce_range(
-    const qcoll__ipc_view_t &v, const BlockState *s, size_t offset,
-    uint4 *result, size_t begin, size_t end) {
+    const qcoll__ipc_view_t &v, const char *const *src, const Sink &sink,
+    size_t begin, size_t end) {
   const size_t b = blockDim.x;
   const int n = v.nranks;
   size_t i = begin + threadIdx.x;
@@ -203,32 +268,29 @@ __device__ __forceinline__ void twoshot_reduce_range(
 #pragma unroll
       for (int p = 0; p < kRanks; p++)
         if (p < n)
-          in[u][p] = __ldcg(
-              reinterpret_cast<const uint4 *>(s->bases[p] + offset) + i +
-              u * b);
+          in[u][p] =
+              __ldcg(reinterpret_cast<const uint4 *>(src[p]) + i + u * b);
 #pragma unroll
     for (int u = 0; u < U; u++)
-      result[i + u * b] = combine_packs<T, Op, kRanks>(n, in[u]).raw;
+      sink.template put<T>(i + u * b, combine_packs<T, Op, kRanks>(n, in[u]));
   }
-  for (; i < end; i += b) result[i] = reduce_pack<T, Op>(v, s, offset, i).raw;
+  for (; i < end; i += b) sink.template put<T>(i, reduce_pack<T, Op>(v, src, i));
 }
 
 /* The reduction of my segment with as many packs per round as the world
  * leaves registers for: 4 for 2 ranks, 2 for up to 4, else 1. */
-template <typename T, typename Op>
+template <typename T, typename Op, typename Sink>
 __device__ __forceinline__ void twoshot_reduce(const qcoll__ipc_view_t &v,
-                                               const BlockState *s,
-                                               size_t offset, uint4 *result,
-                                               size_t begin, size_t end) {
+                                               const char *const *src,
+                                               const Sink &sink, size_t begin,
+                                               size_t end) {
   if (v.nranks <= 2)
-    twoshot_reduce_range<T, Op, kReduceLoads / 2, 2>(v, s, offset, result,
-                                                     begin, end);
+    twoshot_reduce_range<T, Op, kReduceLoads / 2, 2>(v, src, sink, begin, end);
   else if (v.nranks <= 4)
-    twoshot_reduce_range<T, Op, kReduceLoads / 4, 4>(v, s, offset, result,
-                                                     begin, end);
+    twoshot_reduce_range<T, Op, kReduceLoads / 4, 4>(v, src, sink, begin, end);
   else
-    twoshot_reduce_range<T, Op, 1, QCOLL_IPC_MAX_RANKS>(v, s, offset, result,
-                                                        begin, end);
+    twoshot_reduce_range<T, Op, 1, QCOLL_IPC_MAX_RANKS>(v, src, sink, begin,
+                                                        end);
 }
 
 /* Packs [begin, end) of an owner's region 1 (`result`) to the user's
@@ -270,36 +332,195 @@ __device__ __forceinline__ void oneshot_count_out(const qcoll__ipc_view_t &v,
   }
 }
 
+/* ---- registered buffers --------------------------------------------------
+ * Per launch, each rank checks the references the host found for its send
+ * and recv buffers against its own table row (a stale one becomes "staged"),
+ * writes the result as its descriptor into every peer's descriptor area,
+ * then releases its barrier-0 flag; a peer reads the descriptor after it
+ * acquired that flag.  The area is indexed by block and by the parity of
+ * the block's epoch: the writer's next write to the same descriptor comes
+ * two launches of the block later, after it passed barrier 0 of the launch
+ * in between, which the reader reaches only after its kernel for this
+ * launch completed (stream order; with programmatic dependent launch, the
+ * grid dependency wait in block_begin). */
+
+/* What barrier 0 told this block about every rank's buffers. */
+struct RegState {
+  const char *src[QCOLL_IPC_MAX_RANKS]; /* rank p's input of this launch */
+  char *dst[QCOLL_IPC_MAX_RANKS];       /* rank p's registered output */
+  int send_reg[QCOLL_IPC_MAX_RANKS];    /* rank p's input is its user buffer */
+  int recv_reg[QCOLL_IPC_MAX_RANKS];    /* rank p's output is registered */
+};
+
+__device__ __forceinline__ qcoll__ipc_reg_ref_t no_ref() {
+  qcoll__ipc_reg_ref_t r;
+  r.slot = 0;
+  r.gen = 0;
+  r.offset = 0;
+  return r;
+}
+
+/* The host's reference for one of this rank's buffers, if this rank's own
+ * table row still holds that registration (it may have been deregistered
+ * since a graph was captured); else staged. */
+__device__ __forceinline__ qcoll__ipc_reg_ref_t own_ref(
+    const qcoll__ipc_view_t &v, const qcoll__ipc_ar_args_t &a,
+    const qcoll__ipc_reg_ref_t &ref) {
+  if (!a.exchange || ref.gen == 0 || ref.slot >= QCOLL_IPC_REG_SLOTS)
+    return no_ref();
+  const qcoll__ipc_reg_entry_t *e =
+      v.reg_table + (size_t)v.rank * QCOLL_IPC_REG_SLOTS + ref.slot;
+  return __ldcg(&e->gen) == ref.gen ? ref : no_ref();
+}
+
+/* Rank p's registered buffer `ref` as mapped here; false when this rank's
+ * table has no such registration (the ranks' registries disagree). */
+__device__ __forceinline__ bool mapped_ref(const qcoll__ipc_view_t &v, int p,
+                                           const qcoll__ipc_reg_ref_t &ref,
+                                           char **out) {
+  if (ref.slot >= QCOLL_IPC_REG_SLOTS) return false;
+  const qcoll__ipc_reg_entry_t *e =
+      v.reg_table + (size_t)p * QCOLL_IPC_REG_SLOTS + ref.slot;
+  if (__ldcg(&e->gen) != ref.gen) return false;
+  *out = reinterpret_cast<char *>((uintptr_t)e->base + ref.offset);
+  return true;
+}
+
+__device__ __forceinline__ uint4 *desc_words(const qcoll__ipc_view_t &v,
+                                             const BlockState *s, int owner,
+                                             int writer) {
+  return reinterpret_cast<uint4 *>(
+      reinterpret_cast<qcoll__ipc_reg_desc_t *>(s->bases[owner] +
+                                                v.desc_offset) +
+      qcoll__ipc_desc_index(blockIdx.x, s->epoch, writer));
+}
+
+/* Rank t's pointers from its descriptor d (thread t).  False after
+ * reporting when d names a registration this rank has not mapped. */
+__device__ __forceinline__ bool resolve_rank(const qcoll__ipc_view_t &v,
+                                             BlockState *s,
+                                             const qcoll__ipc_ar_args_t &a,
+                                             int t,
+                                             const qcoll__ipc_reg_desc_t &d,
+                                             size_t staged, RegState *r) {
+  const bool me = t == v.rank;
+  char *src = s->bases[t] + staged, *dst = nullptr;
+  bool ok = true;
+  if (d.send.gen && me)
+    src = const_cast<char *>(static_cast<const char *>(a.send));
+  else if (d.send.gen)
+    ok = mapped_ref(v, t, d.send, &src);
+  if (d.recv.gen && me)
+    dst = static_cast<char *>(a.recv);
+  else if (d.recv.gen && ok)
+    ok = mapped_ref(v, t, d.recv, &dst);
+  r->src[t] = src;
+  r->dst[t] = dst;
+  r->send_reg[t] = d.send.gen != 0;
+  r->recv_reg[t] = d.recv.gen != 0;
+  if (!ok) report_failure(v, s, QCOLL_IPC_ERR_REGISTRY, t, 0);
+  return ok;
+}
+
+/* Barrier 0 of a one-shot or two-shot launch (block_barrier's protocol)
+ * that also exchanges the ranks' descriptors when a.exchange, and fills r
+ * with where every rank's input (its region at `staged`, or its user
+ * buffer) and registered output lie.  False when the launch must stop. */
+__device__ __forceinline__ bool exchange_barrier(const qcoll__ipc_view_t &v,
+                                                 BlockState *s,
+                                                 const qcoll__ipc_ar_args_t &a,
+                                                 const qcoll__ipc_reg_desc_t &mine,
+                                                 size_t staged, RegState *r) {
+  __syncthreads(); /* the block's earlier writes happen before the flag */
+  const int t = threadIdx.x;
+  if (t < v.nranks) {
+    qcoll__ipc_reg_desc_t d = mine;
+    if (t != v.rank) {
+      if (a.exchange) {
+        const uint4 *w = reinterpret_cast<const uint4 *>(&mine);
+        uint4 *slot = desc_words(v, s, t, v.rank);
+        slot[0] = w[0];
+        slot[1] = w[1];
+      }
+      /* The release orders this thread's descriptor stores before it. */
+      store_release_sys(flag_slot(s, t, v.rank, 0), s->epoch);
+      if (!wait_flag(v, s, flag_slot(s, v.rank, t, 0), t, 0)) {
+        s->failed = 1;
+        d.send = d.recv = no_ref();
+      } else if (a.exchange) {
+        const uint4 *slot = desc_words(v, s, v.rank, t);
+        uint4 *w = reinterpret_cast<uint4 *>(&d);
+        w[0] = __ldcg(slot);
+        w[1] = __ldcg(slot + 1);
+      } else {
+        d.send = d.recv = no_ref();
+      }
+    }
+    if (!resolve_rank(v, s, a, t, d, staged, r)) s->failed = 1;
+  }
+  __syncthreads(); /* the acquires happen before the block's later reads */
+  return !s->failed;
+}
+
+__device__ __forceinline__ bool any_of(const int *flags, int n) {
+  for (int p = 0; p < n; p++)
+    if (flags[p]) return true;
+  return false;
+}
+__device__ __forceinline__ bool all_of(const int *flags, int n) {
+  for (int p = 0; p < n; p++)
+    if (!flags[p]) return false;
+  return true;
+}
+
 /* ---- kernels ------------------------------------------------------------ */
 
 template <typename T, typename Op>
 __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
-    oneshot_kernel(qcoll__ipc_view_t v, const T *send, T *recv, size_t count) {
+    oneshot_kernel(qcoll__ipc_view_t v, qcoll__ipc_ar_args_t a) {
   __shared__ BlockState s;
+  __shared__ RegState r;
   /* block_begin read the launch counter (s.oneshots) before any block of
    * this launch can advance it (oneshot_count_out), and after the previous
    * launch's last write: kernels of a stream run one after another. */
   block_begin(v, &s);
+  const T *send = static_cast<const T *>(a.send);
+  T *recv = static_cast<T *>(a.recv);
+  const size_t count = a.count;
   const size_t staged = qcoll__ipc_oneshot_offset(v.oneshot_bytes, s.oneshots);
   const size_t packs = (count + Pack<T>::kElems - 1) / Pack<T>::kElems;
   size_t begin, end;
   block_range(packs, &begin, &end);
 
-  copy_in(v, &s, staged, send, count, begin, end);
-  if (block_barrier(v, 0, &s)) {
+  /* The one-shot writes only its own output, so only the input can be
+   * registered, and not in place (peers would read what this rank
+   * overwrites). */
+  qcoll__ipc_reg_desc_t mine;
+  mine.send = a.send != a.recv ? own_ref(v, a, a.send_ref) : no_ref();
+  mine.recv = no_ref();
+  if (!mine.send.gen) copy_in(v, &s, staged, send, count, begin, end);
+  if (exchange_barrier(v, &s, a, mine, staged, &r)) {
     const bool aligned = (reinterpret_cast<uintptr_t>(recv) % kPackBytes) == 0;
     for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x)
-      store_user(recv, i, count, aligned, reduce_pack<T, Op>(v, &s, staged, i));
-    block_end(v, &s);
+      store_user(recv, i, count, aligned, reduce_pack<T, Op>(v, r.src, i));
+    /* Peers read registered inputs in place: no rank may return (and let
+     * its stream overwrite its input) before every peer has read it.  All
+     * ranks see the same descriptors, so all take this barrier or none. */
+    if (!any_of(r.send_reg, v.nranks) || block_barrier(v, 1, &s))
+      block_end(v, &s);
   }
   oneshot_count_out(v, &s);
 }
 
 template <typename T, typename Op>
 __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
-    twoshot_kernel(qcoll__ipc_view_t v, const T *send, T *recv, size_t count) {
+    twoshot_kernel(qcoll__ipc_view_t v, qcoll__ipc_ar_args_t a) {
   __shared__ BlockState s;
+  __shared__ RegState r;
   block_begin(v, &s);
+  const T *send = static_cast<const T *>(a.send);
+  T *recv = static_cast<T *>(a.recv);
+  const size_t count = a.count;
   const size_t packs = (count + Pack<T>::kElems - 1) / Pack<T>::kElems;
   size_t begin, end;
   block_range(packs, &begin, &end);
@@ -308,17 +529,32 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
 
   const size_t inputs =
       qcoll__ipc_region_offset(v.oneshot_bytes, v.region_bytes, 0);
-  twoshot_copy_in(v, &s, inputs, send, count, begin, end);
-  if (!block_barrier(v, 0, &s)) return;
+  qcoll__ipc_reg_desc_t mine;
+  mine.send = own_ref(v, a, a.send_ref);
+  mine.recv = own_ref(v, a, a.recv_ref);
+  if (!mine.send.gen)
+    twoshot_copy_in(v, &s, inputs, send, count, begin, end);
+  if (!exchange_barrier(v, &s, a, mine, inputs, &r)) return;
 
-  /* My segment, reduced into my region 1. */
+  /* My segment, reduced from every rank's input (staged or in place) into
+   * every rank's output when all are registered, else into my region 1. */
+  const bool direct = all_of(r.recv_reg, n);
   {
     size_t seg_begin = begin + len * (size_t)v.rank / (size_t)n;
     size_t seg_end = begin + len * (size_t)(v.rank + 1) / (size_t)n;
-    uint4 *result = reinterpret_cast<uint4 *>(region(v, &s, v.rank, 1));
-    twoshot_reduce<T, Op>(v, &s, inputs, result, seg_begin, seg_end);
+    if (direct) {
+      DirectSink sink = {r.dst, n, count};
+      twoshot_reduce<T, Op>(v, r.src, sink, seg_begin, seg_end);
+    } else {
+      RegionSink sink = {reinterpret_cast<uint4 *>(region(v, &s, v.rank, 1))};
+      twoshot_reduce<T, Op>(v, r.src, sink, seg_begin, seg_end);
+    }
   }
   if (!block_barrier(v, 1, &s)) return;
+  if (direct) {
+    block_end(v, &s);
+    return;
+  }
 
   /* Every segment from its owner, starting with mine so that ranks do not
    * all read owner 0 first. */
@@ -336,7 +572,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
 
 /* ---- dispatch ------------------------------------------------------------ */
 
-typedef void (*kernel_fn)(qcoll__ipc_view_t, const void *, void *, size_t);
+typedef void (*kernel_fn)(qcoll__ipc_view_t, qcoll__ipc_ar_args_t);
 
 template <typename T, typename Op>
 kernel_fn pick_algo(qcoll__ipc_algo_t algo) {
@@ -407,22 +643,41 @@ extern "C" int qcoll__cuda_all_reduce_grid(const qcoll__ipc_view_t *view,
   return (int)grid;
 }
 
-extern "C" cudaError_t qcoll__cuda_all_reduce_launch(
+extern "C" cudaError_t qcoll__cuda_all_reduce_launch_reg(
     const qcoll__ipc_view_t *view, qcoll__ipc_algo_t algo, const void *sendbuf,
     void *recvbuf, size_t count, qcoll_dtype_t dtype, qcoll_op_t op,
+    const qcoll__ipc_reg_ref_t *send_ref, const qcoll__ipc_reg_ref_t *recv_ref,
     cudaStream_t stream) {
   kernel_fn fn = pick_kernel(algo, dtype, op);
+  const bool exchange = send_ref || recv_ref;
   if (!fn || count > qcoll__cuda_all_reduce_chunk_elems(view, algo, dtype) ||
-      view->nranks < 1 || view->nranks > QCOLL_IPC_MAX_RANKS)
+      view->nranks < 1 || view->nranks > QCOLL_IPC_MAX_RANKS ||
+      (exchange && (!view->reg_table || !view->desc_offset)))
     return cudaErrorInvalidValue;
   if (count == 0) return cudaSuccess;
   int grid = qcoll__cuda_all_reduce_grid(view, algo, count, dtype);
   qcoll__ipc_view_t v = *view;
-  void *args[] = {&v, &sendbuf, &recvbuf, &count};
-  /* cudaLaunchKernel reports this launch's error only, not one left over
-   * from the caller's earlier calls. */
-  return cudaLaunchKernel(reinterpret_cast<const void *>(fn), dim3(grid),
-                          dim3(kThreads), args, 0, stream);
+  qcoll__ipc_ar_args_t a;
+  memset(&a, 0, sizeof a);
+  a.send = sendbuf;
+  a.recv = recvbuf;
+  a.count = count;
+  if (send_ref) a.send_ref = *send_ref;
+  if (recv_ref) a.recv_ref = *recv_ref;
+  a.exchange = exchange;
+  void *args[] = {&v, &a};
+  /* Reports this launch's error only, not one left over from the caller's
+   * earlier calls.  block_begin waits on the grid dependency first. */
+  return launch_kernel(reinterpret_cast<const void *>(fn), grid, args, stream,
+                       v.pdl != 0);
+}
+
+extern "C" cudaError_t qcoll__cuda_all_reduce_launch(
+    const qcoll__ipc_view_t *view, qcoll__ipc_algo_t algo, const void *sendbuf,
+    void *recvbuf, size_t count, qcoll_dtype_t dtype, qcoll_op_t op,
+    cudaStream_t stream) {
+  return qcoll__cuda_all_reduce_launch_reg(view, algo, sendbuf, recvbuf, count,
+                                           dtype, op, NULL, NULL, stream);
 }
 
 extern "C" cudaError_t qcoll__cuda_all_reduce_resident_blocks(int *blocks) {

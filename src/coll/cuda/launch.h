@@ -35,6 +35,7 @@
 
 #include "qcoll.h"
 #include "quant_layout.h"
+#include "reg_layout.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -135,6 +136,9 @@ static inline QCOLL_IPC_HD size_t qcoll__ipc_region_offset(size_t oneshot_bytes,
 #define QCOLL_IPC_ERR_TIMEOUT 1u      /* a peer's flag did not arrive */
 #define QCOLL_IPC_ERR_PEER_ABORTED 2u /* a peer gave up and told us */
 #define QCOLL_IPC_ERR_ABORTED 3u      /* this rank's host asked to stop */
+/* A peer published a registered buffer this rank has no mapping of (the
+ * ranks' registries disagree: a bug, never a guess at an address). */
+#define QCOLL_IPC_ERR_REGISTRY 4u
 
 static inline QCOLL_IPC_HD uint64_t qcoll__ipc_err_encode(unsigned kind,
                                                           int rank, int peer,
@@ -179,6 +183,35 @@ static inline QCOLL_IPC_HD unsigned qcoll__ipc_err_seen(uint64_t w) {
   return (unsigned)(w >> 24) & 0xffu;
 }
 
+/* The arguments of one launch of the one-shot or two-shot kernel beside
+ * the view: what the host legitimately knows per call (pointers, count,
+ * the registry references it looked up at enqueue time).  `exchange`: the
+ * ranks publish descriptors before barrier 0 (set once any registration of
+ * the communicator succeeded; it changes only at collective registration
+ * calls, so every rank passes the same value for the same call). */
+typedef struct qcoll__ipc_ar_args {
+  const void *send;
+  void *recv;
+  size_t count;
+  qcoll__ipc_reg_ref_t send_ref, recv_ref;
+  int exchange;
+} qcoll__ipc_ar_args_t;
+
+/* Descriptor area of a rank's IPC allocation: [block][epoch parity][writer]
+ * descriptors written by the writer (a peer) into this rank's area.  It
+ * follows the send/recv inboxes, before the push area, at an offset every
+ * rank computes alike. */
+#define QCOLL_IPC_DESC_BYTES                                     \
+  ((size_t)QCOLL_IPC_MAX_BLOCKS * 2 * QCOLL_IPC_MAX_RANKS *      \
+   sizeof(qcoll__ipc_reg_desc_t))
+
+static inline QCOLL_IPC_HD size_t qcoll__ipc_desc_index(int block,
+                                                        uint32_t epoch,
+                                                        int writer) {
+  return ((size_t)block * 2 + (size_t)(epoch & 1u)) * QCOLL_IPC_MAX_RANKS +
+         (size_t)writer;
+}
+
 /* What a kernel needs to know about the communicator.  Passed by value, so
  * a captured graph holds only these constants: all state that changes from
  * one call to the next lives in device memory. */
@@ -196,6 +229,11 @@ typedef struct qcoll__ipc_view {
   int pdl;      /* launch with programmatic dependent launch (the kernels
                    wait on their grid dependency in block_begin / p2p_begin
                    before touching data) */
+  /* The registry table (device memory, QCOLL_IPC_MAX_RANKS x
+   * QCOLL_IPC_REG_SLOTS entries) and the offset of the descriptor area in
+   * every rank's buffer; NULL / 0: no registry, every buffer is staged. */
+  const qcoll__ipc_reg_entry_t *reg_table;
+  size_t desc_offset;
 } qcoll__ipc_view_t;
 
 typedef enum qcoll__ipc_algo {
@@ -234,6 +272,17 @@ cudaError_t qcoll__cuda_all_reduce_launch(const qcoll__ipc_view_t *view,
                                           const void *sendbuf, void *recvbuf,
                                           size_t count, qcoll_dtype_t dtype,
                                           qcoll_op_t op, cudaStream_t stream);
+
+/* The same with the registry references of this launch's send and recv
+ * buffers (NULL or gen 0: staged), found by the host at enqueue time; the
+ * kernel checks them against this rank's table row before it relies on
+ * them, so a reference that went stale (deregistered before a graph
+ * replay) only makes the launch stage its buffers. */
+cudaError_t qcoll__cuda_all_reduce_launch_reg(
+    const qcoll__ipc_view_t *view, qcoll__ipc_algo_t algo, const void *sendbuf,
+    void *recvbuf, size_t count, qcoll_dtype_t dtype, qcoll_op_t op,
+    const qcoll__ipc_reg_ref_t *send_ref, const qcoll__ipc_reg_ref_t *recv_ref,
+    cudaStream_t stream);
 
 /* How many all-reduce blocks one GPU (the current device) keeps resident at
  * once: SMs x the smallest occupancy of any all-reduce kernel (quantised

@@ -19,6 +19,10 @@
  *    the same over rotated groups against the rotated CPU model;
  *  - one-shot, two-shot and quantised all-reduces alternating on one
  *    world (epochs and flags carry over from one kind to the next);
+ *  - registered buffers (one-shot and two-shot, in and out of place):
+ *    every rank, one rank, inputs only, outputs only, a rank whose own
+ *    registration went stale (it stages, the others read in place), and
+ *    peers that lack a rank's registration (reported, not guessed);
  *  - a rank that never arrives: the others give up within the deadline
  *    once (not once per enqueued chunk), the first to time out naming the
  *    missing rank and the flag value it waited for.
@@ -51,23 +55,25 @@ static const unsigned EMU_THREADS = 64; /* kThreads of the prepared ipc_sync.cuh
 
 cudaError_t emu_launch(const void *fn, dim3 grid, void **args, int nargs,
                        cudaStream_t s) {
-  if (nargs != 4 && nargs != 5) {
+  if (nargs != 2 && nargs != 5) {
     fprintf(stderr, "emu_launch: %d args\n", nargs);
     abort();
   }
   qcoll__ipc_view_t v = *(qcoll__ipc_view_t *)args[0];
+  unsigned g = grid.x;
+  if (nargs == 2) { /* one-shot, two-shot: the view and their arguments */
+    auto f = (void (*)(qcoll__ipc_view_t, qcoll__ipc_ar_args_t))fn;
+    qcoll__ipc_ar_args_t a = *(qcoll__ipc_ar_args_t *)args[1];
+    s->push([=] { run_grid([=] { f(v, a); }, g); });
+    return cudaSuccess;
+  }
   const void *send = *(const void **)args[1];
   void *recv = *(void **)args[2];
   size_t count = *(size_t *)args[3];
-  unsigned g = grid.x;
-  if (nargs == 5) { /* the quantised kernel: its rotation flag last */
-    auto f = (void (*)(qcoll__ipc_view_t, const void *, void *, size_t, int))fn;
-    int rot = *(int *)args[4];
-    s->push([=] { run_grid([=] { f(v, send, recv, count, rot); }, g); });
-    return cudaSuccess;
-  }
-  auto f = (void (*)(qcoll__ipc_view_t, const void *, void *, size_t))fn;
-  s->push([=] { run_grid([=] { f(v, send, recv, count); }, g); });
+  /* the quantised kernel: its rotation flag last */
+  auto f = (void (*)(qcoll__ipc_view_t, const void *, void *, size_t, int))fn;
+  int rot = *(int *)args[4];
+  s->push([=] { run_grid([=] { f(v, send, recv, count, rot); }, g); });
   return cudaSuccess;
 }
 
@@ -86,15 +92,21 @@ extern "C" const char *qcoll_quant_name(qcoll_quant_t q) {
 static const size_t IPC_BYTES = QCOLL_IPC_HEADER_BYTES + 2 * 16384;
 static const size_t GUARD = 64; /* elements around every output */
 
+/* Every rank's buffer: the IPC buffer, then the descriptor area. */
+static const size_t ALLOC_BYTES = IPC_BYTES + QCOLL_IPC_DESC_BYTES;
+
 struct World {
   int n;
   std::vector<char *> bufs;
   std::vector<unsigned long long *> words;
   std::vector<qcoll__ipc_view_t> views;
   std::vector<emu_stream *> streams;
+  /* Every rank's registry table (its "device" memory). */
+  std::vector<std::vector<qcoll__ipc_reg_entry_t> > tables;
   World(int n_) : n(n_) {
     for (int r = 0; r < n; r++) {
-      char *b = (char *)aligned_alloc(4096, IPC_BYTES);
+      char *b = (char *)aligned_alloc(4096, ALLOC_BYTES);
+      memset(b + IPC_BYTES, 0, QCOLL_IPC_DESC_BYTES);
       memset(b, 0, QCOLL_IPC_HEADER_BYTES);
       memset(b + QCOLL_IPC_HEADER_BYTES, 0x77,
              IPC_BYTES - QCOLL_IPC_HEADER_BYTES);
@@ -102,8 +114,16 @@ struct World {
       words.push_back((unsigned long long *)calloc(2, 8));
       streams.push_back(new emu_stream);
     }
-    for (int r = 0; r < n; r++)
+    tables.assign(n, std::vector<qcoll__ipc_reg_entry_t>(
+                         (size_t)QCOLL_IPC_MAX_RANKS * QCOLL_IPC_REG_SLOTS));
+    for (int r = 0; r < n; r++) {
       views.push_back(emu_view(bufs, words[r], IPC_BYTES, r, 4));
+      views[r].reg_table = tables[r].data();
+      views[r].desc_offset = IPC_BYTES;
+    }
+  }
+  qcoll__ipc_reg_entry_t &entry(int owner_of_table, int row, uint32_t slot) {
+    return tables[owner_of_table][(size_t)row * QCOLL_IPC_REG_SLOTS + slot];
   }
   ~World() {
     for (auto s : streams) delete s;
@@ -315,6 +335,50 @@ static float combine(qcoll_op_t op, float a, float b) {
   return op == QCOLL_SUM ? a + b : op == QCOLL_MIN ? fminf(a, b) : fmaxf(a, b);
 }
 
+/* Every rank's input (values in[r], stored at `lead` elements into
+ * send[r]) and output buffers, guards of 0x5a around them. */
+struct Buffers {
+  std::vector<std::vector<float> > in;
+  std::vector<std::vector<char> > send, recv;
+  bool in_place;
+  char *out(int r) { return in_place ? send[r].data() : recv[r].data(); }
+};
+static Buffers make_buffers(const World &w, size_t count, qcoll_dtype_t d,
+                            uint32_t seed, size_t lead, size_t bytes,
+                            bool in_place) {
+  const size_t es = qcoll_dtype_size(d);
+  Buffers b;
+  b.in_place = in_place;
+  b.in.resize(w.n);
+  b.send.resize(w.n);
+  b.recv.resize(w.n);
+  for (int r = 0; r < w.n; r++) {
+    b.in[r] = inputs(r, count, d, seed, false);
+    b.send[r].assign(bytes, (char)0x5a);
+    for (size_t i = 0; i < count; i++)
+      store(b.send[r].data() + lead * es, d, i, b.in[r][i]);
+    if (!in_place) b.recv[r].assign(bytes, (char)0x5a);
+  }
+  return b;
+}
+
+/* No error word set, and every rank's output fp32 in rank order rounded
+ * once, bit for bit, nothing written outside it. */
+static void check_plain(World &w, const char *what, Buffers &b, qcoll_op_t op,
+                        size_t lead, size_t count, size_t bytes,
+                        qcoll_dtype_t d) {
+  for (int r = 0; r < w.n; r++)
+    if (w.words[r][0])
+      FAIL("%s: rank %d error word 0x%016llx", what, r, w.words[r][0]);
+  auto want = [&](size_t i) {
+    float acc = b.in[0][i];
+    for (int p = 1; p < w.n; p++) acc = combine(op, acc, b.in[p][i]);
+    return result_bits(acc, d);
+  };
+  for (int r = 0; r < w.n; r++)
+    check_output(what, r, b.out(r), lead, count, bytes, d, want);
+}
+
 static void run_plain(World &w, qcoll__ipc_algo_t algo, qcoll_dtype_t d,
                       qcoll_op_t op, size_t count, int grid_limit,
                       bool in_place, size_t misalign, uint32_t seed) {
@@ -327,24 +391,14 @@ static void run_plain(World &w, qcoll__ipc_algo_t algo, qcoll_dtype_t d,
            count, grid_limit, in_place ? "in-place" : "out-of-place", misalign);
   const size_t es = qcoll_dtype_size(d);
   const size_t lead = GUARD + misalign, bytes = (count + 2 * GUARD + 1) * es;
-  std::vector<std::vector<float> > in(w.n);
-  std::vector<std::vector<char> > send(w.n), recv(w.n);
-  for (int r = 0; r < w.n; r++) {
-    in[r] = inputs(r, count, d, seed, false);
-    send[r].assign(bytes, (char)0x5a);
-    for (size_t i = 0; i < count; i++)
-      store(send[r].data() + lead * es, d, i, in[r][i]);
-    recv[r] =
-        in_place ? std::vector<char>() : std::vector<char>(bytes, (char)0x5a);
-  }
+  Buffers b = make_buffers(w, count, d, seed, lead, bytes, in_place);
   for (int r = 0; r < w.n; r++) w.views[r].max_grid = grid_limit;
   const size_t chunk =
       qcoll__cuda_all_reduce_chunk_elems(&w.views[0], algo, d);
   for (size_t off = 0; off < count; off += chunk)
     for (int r = 0; r < w.n; r++) {
-      char *s = send[r].data() + (lead + off) * es;
-      char *o =
-          (in_place ? send[r].data() : recv[r].data()) + (lead + off) * es;
+      char *s = b.send[r].data() + (lead + off) * es;
+      char *o = b.out(r) + (lead + off) * es;
       if (qcoll__cuda_all_reduce_launch(
               &w.views[r], algo, s, o,
               count - off < chunk ? count - off : chunk, d, op,
@@ -352,17 +406,7 @@ static void run_plain(World &w, qcoll__ipc_algo_t algo, qcoll_dtype_t d,
         FAIL("%s: launch refused", what);
     }
   w.sync();
-  for (int r = 0; r < w.n; r++)
-    if (w.words[r][0])
-      FAIL("%s: rank %d error word 0x%016llx", what, r, w.words[r][0]);
-  auto want = [&](size_t i) {
-    float acc = in[0][i];
-    for (int p = 1; p < w.n; p++) acc = combine(op, acc, in[p][i]);
-    return result_bits(acc, d);
-  };
-  for (int r = 0; r < w.n; r++)
-    check_output(what, r, in_place ? send[r].data() : recv[r].data(), lead,
-                 count, bytes, d, want);
+  check_plain(w, what, b, op, lead, count, bytes, d);
 }
 
 static void test_plain(World &w) {
@@ -388,6 +432,140 @@ static void test_plain(World &w) {
     }
   printf("N=%d: %d one-shot/two-shot cases %s\n", w.n, cases,
          failures == before ? "ok" : "FAILED");
+}
+
+/* ---- registered buffers ---------------------------------------------- */
+
+/* How each rank's buffers take part in a registered case. */
+struct RegRank {
+  bool send, recv; /* the host passes a reference for it */
+  bool stale;      /* its own table row no longer holds that registration
+                      (deregistered before a graph replay): it must stage */
+  bool unmapped;   /* peers' tables lack its send registration: they must
+                      report it, never read a guessed address */
+};
+
+/* One all-reduce in which rank r's send (recv) buffer is "registered" as
+ * registration slot 1 (2) with generation gen: every rank's table row r
+ * holds it (the world is one address space, so the mapping is the
+ * address itself), and the launches carry references to it.  Checked bit
+ * for bit against fp32 in rank order, nothing written outside the output,
+ * over several chunks.  expect_error: some rank must report a registry
+ * disagreement instead. */
+static void run_registered(World &w, qcoll__ipc_algo_t algo, qcoll_dtype_t d,
+                           qcoll_op_t op, size_t count, bool in_place,
+                           const std::vector<RegRank> &how, uint32_t seed,
+                           const char *label, bool expect_error = false) {
+  char what[240];
+  snprintf(what, sizeof what, "N=%d registered %s %s %s count=%zu %s (%s)",
+           w.n, algo == QCOLL_IPC_ONESHOT ? "one-shot" : "two-shot",
+           dtype_name(d), op == QCOLL_SUM ? "sum" : op == QCOLL_MIN ? "min" : "max",
+           count, in_place ? "in-place" : "out-of-place", label);
+  const size_t es = qcoll_dtype_size(d);
+  /* The "allocation" is the whole vector; the buffer starts 16-byte
+   * aligned past a guard and the allocation holds every whole pack. */
+  const size_t lead = GUARD, bytes = (count + 2 * GUARD + 8) * es;
+  const uint32_t gen = 40 + seed;
+  Buffers b = make_buffers(w, count, d, seed, lead, bytes, in_place);
+  auto &send = b.send;
+  auto out_of = [&](int r) { return b.out(r); };
+  for (int q = 0; q < w.n; q++) {
+    std::fill(w.tables[q].begin(), w.tables[q].end(), qcoll__ipc_reg_entry_t());
+    for (int r = 0; r < w.n; r++) {
+      const bool own = q == r;
+      if (how[r].send && !(how[r].unmapped && !own))
+        w.entry(q, r, 1) = {(unsigned long long)(uintptr_t)send[r].data(),
+                            bytes, own && how[r].stale ? gen + 1 : gen, 0};
+      if (how[r].recv)
+        w.entry(q, r, 2) = {(unsigned long long)(uintptr_t)out_of(r), bytes,
+                            own && how[r].stale ? gen + 1 : gen, 0};
+    }
+    w.views[q].max_grid = 4;
+  }
+  const size_t chunk = qcoll__cuda_all_reduce_chunk_elems(&w.views[0], algo, d);
+  for (size_t off = 0; off < count; off += chunk)
+    for (int r = 0; r < w.n; r++) {
+      char *sp = send[r].data() + (lead + off) * es;
+      char *op_ = out_of(r) + (lead + off) * es;
+      qcoll__ipc_reg_ref_t sref = {0, 0, 0}, rref = {0, 0, 0};
+      if (how[r].send)
+        sref = {1, gen, (unsigned long long)(sp - send[r].data())};
+      if (how[r].recv) rref = {2, gen, (unsigned long long)(op_ - out_of(r))};
+      if (qcoll__cuda_all_reduce_launch_reg(
+              &w.views[r], algo, sp, op_,
+              count - off < chunk ? count - off : chunk, d, op, &sref, &rref,
+              w.streams[r]) != cudaSuccess)
+        FAIL("%s: launch refused", what);
+    }
+  w.sync();
+  if (expect_error) {
+    int reported = 0;
+    for (int r = 0; r < w.n; r++)
+      if (qcoll__ipc_err_kind(w.words[r][0]) == QCOLL_IPC_ERR_REGISTRY)
+        reported++;
+    if (!reported) FAIL("%s: no rank reported the registry disagreement", what);
+    w.reset();
+    return;
+  }
+  check_plain(w, what, b, op, lead, count, bytes, d);
+}
+
+/* Every registration pattern with both kernels, in and out of place:
+ * all ranks registered, one rank only, inputs only, outputs only, a rank
+ * whose registration went stale; then plain launches on the same world
+ * (the descriptors and epochs carry over), and a disagreement. */
+static void test_registered(World &w) {
+  const int before = failures;
+  int cases = 0;
+  uint32_t seed = 700;
+  const int n = w.n;
+  auto all = [&](bool s_, bool r_) {
+    return std::vector<RegRank>(n, RegRank{s_, r_, false, false});
+  };
+  std::vector<std::pair<const char *, std::vector<RegRank> > > patterns;
+  patterns.push_back({"all registered", all(true, true)});
+  patterns.push_back({"inputs only", all(true, false)});
+  patterns.push_back({"outputs only", all(false, true)});
+  {
+    auto one = all(false, false);
+    one[0] = {true, true, false, false};
+    patterns.push_back({"rank 0 only", one});
+  }
+  {
+    auto stale = all(true, true);
+    stale[n - 1].stale = true;
+    patterns.push_back({"last rank's registration stale", stale});
+  }
+  static const qcoll__ipc_algo_t algos[] = {QCOLL_IPC_ONESHOT,
+                                            QCOLL_IPC_TWOSHOT};
+  static const qcoll_dtype_t dts[] = {QCOLL_F16, QCOLL_BF16, QCOLL_F32};
+  static const qcoll_op_t ops[] = {QCOLL_SUM, QCOLL_MIN, QCOLL_MAX};
+  for (qcoll__ipc_algo_t a : algos)
+    for (size_t k = 0; k < patterns.size(); k++)
+      for (int in_place = 0; in_place < 2; in_place++) {
+        qcoll_dtype_t d = dts[(k + (size_t)in_place) % 3];
+        const size_t chunk =
+            qcoll__cuda_all_reduce_chunk_elems(&w.views[0], a, d);
+        const size_t counts[] = {1, 8 * (size_t)n + 3, 2 * chunk + 11};
+        for (size_t c = 0; c < 3; c++) {
+          auto how = patterns[k].second;
+          if (in_place)
+            for (auto &h : how) h.recv = h.send = h.send || h.recv;
+          run_registered(w, a, d, ops[(c + k) % 3], counts[c], in_place != 0,
+                         how, seed++, patterns[k].first);
+          cases++;
+        }
+        /* a plain launch in between: its descriptors say "staged" */
+        run_plain(w, a, d, QCOLL_SUM, 1000, 4, false, 1, seed++);
+      }
+  for (qcoll__ipc_algo_t a : algos) {
+    auto how = all(true, false);
+    how[0].unmapped = true;
+    run_registered(w, a, QCOLL_F32, QCOLL_SUM, 500, false, how, seed++,
+                   "peers lack rank 0's registration", true);
+  }
+  printf("N=%d: %d registered cases, and the disagreement reported %s\n", n,
+         cases, failures == before ? "ok" : "FAILED");
 }
 
 /* One-shot, two-shot and quantised all-reduces alternating on one world:
@@ -475,6 +653,7 @@ int main(int argc, char **argv) {
     }
     World w(n);
     test_plain(w);
+    if (n > 1) test_registered(w);
     test_quantised(w, false);
     test_quantised(w, true);
     test_mixed(w);
