@@ -361,6 +361,7 @@ static const char *const other_names[] = {
     "QCOLL_TORCH_EXT",
     "QCOLL_TORCH_EXT_DIR",
     "QCOLL_TORCH_EXT_VERBOSE",
+    "QCOLL_TORCH_INLINE_BYTES",
     "QCOLL_WITH_CUDA",
 };
 

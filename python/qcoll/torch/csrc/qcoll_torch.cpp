@@ -15,12 +15,18 @@
 // The barrier runs on the bound device (init_process_group's device_id),
 // else the first device the group has seen, else the host.
 //
-// Streams.  CUDA work goes to an internal stream of the tensors' device,
-// which first waits for the caller's current stream of that device; the
-// work object holds an event recorded after the op, and wait() makes the
-// caller's current stream wait on it (the host blocks only for barrier).
-// Outside graph capture the tensors are recorded on the internal stream, so
-// the caching allocator does not reuse their memory while the op runs.
+// Streams.  An op of more than QCOLL_TORCH_INLINE_BYTES (default 1 MiB) of
+// tensors goes to an internal stream of the tensors' device, which first
+// waits for the caller's current stream of that device, so that it overlaps
+// the caller's later compute (DDP's buckets); outside graph capture its
+// tensors are recorded on the internal stream, so the caching allocator
+// does not reuse their memory while the op runs.  A smaller op runs on the
+// caller's current stream itself: its time is the host's and there is no
+// compute worth overlapping, while the start event, the internal stream's
+// wait and the allocator's bookkeeping would cost more host time than the
+// collective.  Either way the work object holds an event recorded after the
+// op, and wait() makes the caller's current stream wait on it (nothing to
+// do when that is the op's stream; the host blocks only for barrier).
 // Host ops are synchronous and their work objects complete at once.
 //
 // Errors.  A failed call throws with the library's message: ValueError for
@@ -31,6 +37,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -305,7 +312,10 @@ class QcollWork : public c10d::Work {
         cuda_check(cudaEventSynchronize(event_), "cudaEventSynchronize");
       } else {
         cudaStream_t caller = c10::cuda::getCurrentCUDAStream(device_.index()).stream();
-        cuda_check(cudaStreamWaitEvent(caller, event_, 0), "cudaStreamWaitEvent");
+        // On the op's own stream the order is already the stream's.
+        if (caller != stream_->stream()) {
+          cuda_check(cudaStreamWaitEvent(caller, event_, 0), "cudaStreamWaitEvent");
+        }
       }
     }
 #endif
@@ -347,6 +357,27 @@ class QcollWork : public c10d::Work {
 };
 
 // ---- the backend -----------------------------------------------------------------------
+
+size_t tensor_bytes(const std::vector<at::Tensor>& tensors) {
+  size_t bytes = 0;
+  for (const auto& t : tensors) {
+    bytes += t.numel() * t.element_size();
+  }
+  return bytes;
+}
+
+// Ops of at most this many bytes run on the caller's stream (see Streams
+// above): QCOLL_TORCH_INLINE_BYTES, read once; 0 sends every op to the
+// internal stream.
+size_t inline_bytes() {
+  static const size_t bytes = [] {
+    const char* v = std::getenv("QCOLL_TORCH_INLINE_BYTES");
+    char* end = nullptr;
+    unsigned long long n = v && *v ? std::strtoull(v, &end, 10) : 0;
+    return v && *v && end && *end == '\0' ? static_cast<size_t>(n) : size_t{1} << 20;
+  }();
+  return bytes;
+}
 
 class QcollBackend : public c10d::Backend {
  public:
@@ -428,6 +459,13 @@ class QcollBackend : public c10d::Backend {
     c10::DeviceIndex index = device.index();
     c10::cuda::CUDAGuard device_guard(index);
     c10::cuda::CUDAStream caller = c10::cuda::getCurrentCUDAStream(index);
+    if (tensor_bytes(tensors) <= inline_bytes()) {
+      body(comm, caller.stream());
+      cudaEvent_t done = event_pool().take();
+      cuda_check(cudaEventRecord(done, caller.stream()), "cudaEventRecord");
+      work->set_cuda(done, caller, blocking);
+      return work;
+    }
     c10::cuda::CUDAStream internal = stream_for(index);
     // The internal stream starts after what the caller enqueued so far.
     cudaEvent_t start = event_pool().take();
