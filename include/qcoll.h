@@ -269,10 +269,13 @@ qcoll_status_t qcoll_comm_get_async_error(qcoll_comm_t comm,
 /* Buffer registration                                                 */
 /* ------------------------------------------------------------------ */
 /* A registered GPU buffer is read (and, for all-reduce outputs, written)
- * in place by the peers' kernels: the IPC all-reduce then copies nothing
- * into its own buffers (one-shot: peers read registered inputs; two-shot:
- * peers read registered inputs, and when every rank's output is registered
- * each rank writes its reduced part straight into every rank's output).
+ * in place by the peers' kernels: the two-shot IPC all-reduce then copies
+ * nothing into its own buffers (peers read registered inputs, and when
+ * every rank's output is registered each rank writes its reduced part
+ * straight into every rank's output).  The one-shot keeps its copy of the
+ * input (reading peers' inputs in place needs one more cross-GPU trip,
+ * which costs more than the copy at the sizes it serves), and the push
+ * one-shot and quantised all-reduce do not use registrations.
  * What is registered is the whole device allocation that holds the buffer
  * (cudaMalloc, or a caching allocator's segment), so every buffer inside it
  * is served.  Unregistered buffers are staged (copied) as before, and ranks
@@ -287,7 +290,8 @@ qcoll_status_t qcoll_comm_get_async_error(qcoll_comm_t comm,
  * its own buffer is refused, so a refusal never leaves a peer waiting.
  *
  * All-reduces captured into a CUDA graph register their buffers on their
- * own (QCOLL_GRAPH_REGISTER, on by default): at capture time, every rank
+ * own (QCOLL_GRAPH_REGISTER, on by default) when they take the two-shot:
+ * at capture time, every rank
  * exchanges its buffers' handles (so every rank must capture the same
  * calls), and every replay then runs in place.  Such registrations last
  * until the communicator is destroyed; an allocation freed and another made

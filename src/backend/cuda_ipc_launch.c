@@ -171,10 +171,21 @@ qcoll_status_t qcoll__cuda_all_reduce(qcoll__ctx_t *comm, const void *sendbuf,
     return qcoll__push_all_reduce(comm, &cc->push, sendbuf, recvbuf, count,
                                   dtype, op, stream);
 
+  /* Only the two-shot reads and writes registered buffers in place.  The
+   * one-shot keeps its copy-in: reading a peer's registered input costs it
+   * a closing barrier (the input must outlive every peer's read), and that
+   * trip cost more than the copy it saves on one H200 (2 ranks: 6.62 us
+   * against 5.14 at 512 KiB, 7.20 against 6.21 at 1 MiB; 8 ranks: 10.2
+   * against 7.6 us small; docs/results/2026-12-02-h200-rotation-eager.md),
+   * while the two-shot gained (13.7 against 16.5 us at 4 MiB, 443 against
+   * 910 us at 256 MiB). */
+  const bool uses_registration = ipc_algo == QCOLL_IPC_TWOSHOT;
   bool captured = false;
-  st = register_if_captured(comm, sendbuf, recvbuf, count * elem, stream,
-                            &captured);
-  if (st != QCOLL_OK) return st;
+  if (uses_registration) {
+    st = register_if_captured(comm, sendbuf, recvbuf, count * elem, stream,
+                              &captured);
+    if (st != QCOLL_OK) return st;
+  }
   const size_t chunk =
       qcoll__cuda_all_reduce_chunk_elems(&cc->view, ipc_algo, dtype);
   const size_t chunks = (count + chunk - 1) / chunk;
@@ -187,8 +198,8 @@ qcoll_status_t qcoll__cuda_all_reduce(qcoll__ctx_t *comm, const void *sendbuf,
      * the kernel checks the references again on the device. */
     qcoll__ipc_reg_ref_t sref, rref;
     const bool exchange =
-        qcoll__cuda_reg_refs(comm, send, recv, n * elem, captured, &sref,
-                             &rref);
+        uses_registration && qcoll__cuda_reg_refs(comm, send, recv, n * elem,
+                                                captured, &sref, &rref);
     cudaError_t err = qcoll__cuda_all_reduce_launch_reg(
         &cc->view, ipc_algo, send, recv, n, dtype, op,
         exchange ? &sref : NULL, exchange ? &rref : NULL,
