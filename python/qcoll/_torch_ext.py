@@ -160,19 +160,24 @@ def compiler_libstdcxx(cxx):
 
 
 def pick_compiler(default, loaded, candidates, libstdcxx_of=compiler_libstdcxx):
-    """(compiler, note): the default when its libstdc++ is the loaded one or
-    either is unknown; else the first candidate whose libstdc++ is the
-    loaded one, with a note saying why; else the default, with a warning
-    note."""
+    """(compiler, note): the default when its libstdc++ is the loaded one;
+    else (another libstdc++, or one the compiler cannot name, as a GCC
+    installed outside the system's paths answers) the first candidate whose
+    libstdc++ is the loaded one, with a note saying why; else the default,
+    with a warning note when its libstdc++ is known to differ.  Nothing
+    changes when the loaded libstdc++ is unknown."""
     if loaded is None:
         return default, ""
     mine = libstdcxx_of(default)
-    if mine is None or mine == loaded:
+    if mine == loaded:
         return default, ""
     for cxx in candidates:
         if cxx != default and libstdcxx_of(cxx) == loaded:
-            return cxx, (f"building with {cxx}: the default compiler {default} links {mine}, "
-                         f"this process has {loaded} loaded")
+            return cxx, (f"building with {cxx}: the default compiler {default} links "
+                         f"{mine or 'a libstdc++ it does not name'}, this process has "
+                         f"{loaded} loaded")
+    if mine is None:
+        return default, ""
     return default, (f"the compiler {default} links {mine} but this process has {loaded} "
                      f"loaded, and no other compiler found links it: the extension may crash "
                      f"(set CXX to a compiler of the loaded libstdc++)")

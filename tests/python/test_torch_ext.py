@@ -108,9 +108,14 @@ def test_a_compiler_of_another_libstdcxx_is_replaced():
         ("/usr/bin/g++", "")
     cxx, note = _torch_ext.pick_compiler("/opt/gcc/bin/g++", loaded, ["/opt/gcc/bin/g++"], of)
     assert cxx == "/opt/gcc/bin/g++" and "set CXX" in note, note
-    # nothing known: the default, silently
+    # nothing known of the process: the default, silently
     assert _torch_ext.pick_compiler("c++", None, ["/usr/bin/g++"], of) == ("c++", "")
-    assert _torch_ext.pick_compiler("cc-unknown", loaded, ["/usr/bin/g++"], of) == \
+    # a compiler that cannot name its libstdc++ (a GCC outside the system's
+    # paths, as on the GPU machine): a compiler of the loaded one is chosen
+    cxx, note = _torch_ext.pick_compiler("cc-unknown", loaded, ["/usr/bin/g++"], of)
+    assert cxx == "/usr/bin/g++" and "does not name" in note, note
+    # ... and with none, the default stays, silently
+    assert _torch_ext.pick_compiler("cc-unknown", loaded, ["/opt/gcc/bin/g++"], of) == \
         ("cc-unknown", "")
 
 
