@@ -70,7 +70,7 @@ fi
 
 if [[ " $STEPS " == *" test "* ]]; then
   say "tests/python/test_torch.py"
-  (cd "$root" && timeout "${TEST_LIMIT:-480}" python3 -m pytest -v -rs -p no:cacheprovider \
+  (cd "$root" && timeout "${TEST_LIMIT:-480}" python3 -m pytest -v -rs --capture=tee-sys -p no:cacheprovider \
      tests/python/test_torch.py tests/python/test_torch_ext.py) >"$OUT/torch-test.log" 2>&1 || status=1
   grep -E "PASSED|FAILED|ERROR|SKIPPED|passed|failed" "$OUT/torch-test.log" | tail -n 45 \
     | tee -a "$summary"
