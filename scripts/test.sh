@@ -12,7 +12,9 @@
 #   2. a host-only build with AddressSanitizer + UndefinedBehaviorSanitizer
 #      running the same host tests;
 #   3. a host-only build with ThreadSanitizer running them again, but for
-#      the single-threaded arithmetic tests (label single_thread);
+#      the single-threaded arithmetic tests (label single_thread) and the
+#      larger world sizes of multi-process tests (label notsan_thread: TSan
+#      sees only a process's own threads, which the smaller ones exercise);
 #   4. the bootstrap message fuzzer for QCOLL_FUZZ_SECONDS (default 30).
 # QCOLL_SKIP_SANITIZERS=1 and QCOLL_FUZZ_SECONDS=0 shorten a local run.
 set -euo pipefail
@@ -53,7 +55,7 @@ if [ "${QCOLL_SKIP_SANITIZERS:-0}" != 1 ]; then
   t0=$(date +%s)
   QCOLL_BUILD_DIR=build-tsan scripts/build.sh -DQCOLL_WITH_CUDA=OFF \
     -DQCOLL_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug
-  TSAN_OPTIONS=halt_on_error=1 host_tests build-tsan "|single_thread"
+  TSAN_OPTIONS=halt_on_error=1 host_tests build-tsan "|single_thread|notsan_thread"
   took "thread sanitizer pass" "$t0"
 fi
 if [ "${QCOLL_FUZZ_SECONDS:-30}" != 0 ]; then
