@@ -495,12 +495,7 @@ int main(void) {
   test_mixed();
   test_graph();
 
-  qcoll_status_t async = QCOLL_OK;
-  GT_QCOLL(comm, qcoll_comm_get_async_error(comm, &async));
-  if (async != QCOLL_OK)
-    gt_fail("asynchronous error after the run: %s: %s",
-            qcoll_status_string(async), gt_last_error(comm));
-  GT_QCOLL(comm, qcoll_comm_destroy(comm));
+  gt_check_async_and_destroy(comm);
   GT_CUDA(cudaFree(dev_send));
   GT_CUDA(cudaFree(dev_recv));
   gt_note(gt_failures() ? "FAILED: %d failure(s)" : "all passed (%d failures)",
