@@ -44,39 +44,34 @@ static qcoll_status_t cuda_set_device(int dev) {
 
 /* Queries run in relaxed capture mode: core asks them while the caller's
  * stream may be capturing a graph, and a query must neither fail nor
- * invalidate that capture.  The mode is this thread's; a window opened
- * by cuda_queries_begin holds it over several queries, so a call's
- * placement pays one exchange pair instead of one per query (each pair
- * costs about as much as the query it guards). */
+ * invalidate that capture.  The mode is this thread's; the outermost begin
+ * switches it and keeps the caller's, the matching end puts it back, so a
+ * window around several calls pays one exchange pair instead of one per
+ * call (each pair costs about as much as the query it guards). */
 static _Thread_local int relaxed_depth;
 static _Thread_local enum cudaStreamCaptureMode relaxed_saved;
 
-static enum cudaStreamCaptureMode relaxed_begin(void) {
-  if (relaxed_depth++ > 0) return cudaStreamCaptureModeRelaxed;
+static void relaxed_begin(void) {
+  if (relaxed_depth++ > 0) return;
   enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) {
     (void)cudaGetLastError();
     mode = cudaStreamCaptureModeRelaxed;
   }
   relaxed_saved = mode;
-  return mode;
 }
-static void relaxed_end(enum cudaStreamCaptureMode mode) {
-  (void)mode; /* the outermost begin's, kept in relaxed_saved */
+static void relaxed_end(void) {
   if (--relaxed_depth > 0) return;
   enum cudaStreamCaptureMode saved = relaxed_saved;
   if (cudaThreadExchangeStreamCaptureMode(&saved) != cudaSuccess)
     (void)cudaGetLastError();
 }
 
-static void cuda_queries_begin(void) { (void)relaxed_begin(); }
-static void cuda_queries_end(void) { relaxed_end(cudaStreamCaptureModeRelaxed); }
-
 static qcoll_status_t cuda_pointer_device(const void *ptr, int *dev) {
   struct cudaPointerAttributes attr;
-  enum cudaStreamCaptureMode mode = relaxed_begin();
+  relaxed_begin();
   cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
-  relaxed_end(mode);
+  relaxed_end();
   if (err == cudaErrorInvalidValue) {
     /* A pointer the driver does not know: plain host memory.  The failed
      * query leaves a (non-sticky) error behind; clear it so the caller's
@@ -195,9 +190,9 @@ static qcoll_status_t cuda_stream_device(void *stream, int *dev) {
     *dev = -1;
     return QCOLL_OK;
   }
-  enum cudaStreamCaptureMode mode = relaxed_begin();
+  relaxed_begin();
   err = cudaStreamGetDevice((cudaStream_t)stream, dev);
-  relaxed_end(mode);
+  relaxed_end();
   if (err == cudaSuccess) return QCOLL_OK;
   (void)cudaGetLastError();
   return qcoll__error(NULL, QCOLL_ERR_CUDA,
@@ -280,8 +275,8 @@ static const qcoll__runtime_t cuda_runtime = {
     .memcpy_d2h = cuda_memcpy_d2h,
     .memcpy_h2d = cuda_memcpy_h2d,
     .stream_is_capturing = cuda_stream_is_capturing,
-    .queries_begin = cuda_queries_begin,
-    .queries_end = cuda_queries_end,
+    .relaxed_begin = relaxed_begin,
+    .relaxed_end = relaxed_end,
     .event_record = cuda_event_record,
     .event_query = cuda_event_query,
     .event_destroy = cuda_event_destroy,

@@ -53,7 +53,7 @@ static qcoll_status_t host_event_query(void *event, bool *done) {
 static void host_event_destroy(void *event) {
   (void)event;
 }
-static void host_queries_window(void) {}
+static void host_relaxed_window(void) {}
 
 static const qcoll__runtime_t host_runtime = {
     .name = "host",
@@ -65,8 +65,8 @@ static const qcoll__runtime_t host_runtime = {
     .memcpy_d2h = host_memcpy,
     .memcpy_h2d = host_memcpy,
     .stream_is_capturing = host_is_capturing,
-    .queries_begin = host_queries_window,
-    .queries_end = host_queries_window,
+    .relaxed_begin = host_relaxed_window,
+    .relaxed_end = host_relaxed_window,
     .event_record = host_event_record,
     .event_query = host_event_query,
     .event_destroy = host_event_destroy,

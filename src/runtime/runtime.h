@@ -40,11 +40,15 @@ typedef struct qcoll__runtime {
                                void *stream);
   /* Whether `stream` is being captured into a CUDA graph. */
   qcoll_status_t (*stream_is_capturing)(void *stream, bool *capturing);
-  /* A window over several of the queries above (pointer_device,
-   * stream_device): they then share one switch of this thread's capture
-   * mode to relaxed and back.  Windows nest; every begin has its end. */
-  void (*queries_begin)(void);
-  void (*queries_end)(void);
+  /* A window in which this thread's CUDA calls run in relaxed capture mode,
+   * so that a capture in progress (on the caller's stream or in another
+   * thread) neither breaks them nor is invalidated by them: the queries
+   * above open one each, and a caller making several calls (a call's
+   * placement, the IPC set-up and registration) opens one around them all,
+   * paying one switch of the mode and back.  Windows nest; every begin has
+   * its end. */
+  void (*relaxed_begin)(void);
+  void (*relaxed_end)(void);
   /* A marker of the work enqueued on `stream` so far, for a watchdog to
    * ask later whether it finished: *event is made on first use (NULL
    * before) and reused after.  UNSUPPORTED on the host runtime. */

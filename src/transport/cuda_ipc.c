@@ -30,6 +30,7 @@
 #include "cuda_push.h"
 #include "../coll/cuda/launch.h"
 #include "../base/config.h"
+#include "../runtime/runtime.h"
 #include "cuda_ipc_comm.h"
 #include "cuda_reg.h"
 
@@ -168,22 +169,6 @@ static uint32_t probe_seed_for(const ipc_record_t *writer, int target) {
 static uint32_t *probe_slot(char *base, int writer) {
   return (uint32_t *)(base + QCOLL_IPC_PROBE_OFFSET) +
          (size_t)writer * QCOLL_IPC_PROBE_WORDS;
-}
-
-/* Switch this thread to relaxed capture mode while it allocates and frees,
- * so a capture running in another thread neither breaks these calls nor is
- * invalidated by them. */
-enum cudaStreamCaptureMode qcoll__ipc_relax_capture_mode(void) {
-  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-  if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return cudaStreamCaptureModeRelaxed;
-  }
-  return mode;
-}
-void qcoll__ipc_restore_capture_mode(enum cudaStreamCaptureMode mode) {
-  if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess)
-    (void)cudaGetLastError();
 }
 
 static void mark_unusable(qcoll__ctx_t *comm, bool warn, const char *fmt, ...)
@@ -543,7 +528,10 @@ qcoll_status_t qcoll__cuda_comm_init(qcoll__ctx_t *comm) {
   }
   const size_t nranks = (size_t)comm->nranks;
 
-  enum cudaStreamCaptureMode saved_mode = qcoll__ipc_relax_capture_mode();
+  /* Relaxed capture mode while this allocates and frees, so a capture
+   * running in another thread neither breaks these calls nor is
+   * invalidated by them. */
+  qcoll__runtime()->relaxed_begin();
   cudaStream_t s = NULL;
   ipc_record_t *recs = calloc(nranks, sizeof *recs);
   ipc_verdict_t *verdicts = calloc(nranks, sizeof *verdicts);
@@ -696,7 +684,7 @@ unusable_unmapped:
   free_local(comm);
 out:
   if (s && cudaStreamDestroy(s) != cudaSuccess) (void)cudaGetLastError();
-  qcoll__ipc_restore_capture_mode(saved_mode);
+  qcoll__runtime()->relaxed_end();
   free(recs);
   free(verdicts);
   return st;
@@ -705,7 +693,10 @@ out:
 void qcoll__cuda_comm_destroy(qcoll__ctx_t *comm) {
   struct qcoll__cuda_comm *cc = comm->cuda;
   if (!cc) return;
-  enum cudaStreamCaptureMode saved_mode = qcoll__ipc_relax_capture_mode();
+  /* Relaxed capture mode while this allocates and frees, so a capture
+   * running in another thread neither breaks these calls nor is
+   * invalidated by them. */
+  qcoll__runtime()->relaxed_begin();
   if (cc->buffer) {
     /* Our kernels may still run on the caller's streams; they finish
      * within the deadline (every device wait has one) or promptly after an
@@ -725,7 +716,7 @@ void qcoll__cuda_comm_destroy(qcoll__ctx_t *comm) {
   qcoll__cuda_reg_destroy(comm);
   release_peers(comm);
   free_local(comm);
-  qcoll__ipc_restore_capture_mode(saved_mode);
+  qcoll__runtime()->relaxed_end();
   free(cc);
   comm->cuda = NULL;
 }

@@ -59,9 +59,5 @@ cudaError_t qcoll__ipc_handle_open(int device, const cudaIpcMemHandle_t *handle,
                                    void **ptr);
 void qcoll__ipc_handle_close(qcoll__ctx_t *comm, int device, void *ptr);
 
-/* This thread in relaxed capture mode (so allocations, copies and IPC calls
- * neither break nor are broken by a capture), and back. */
-enum cudaStreamCaptureMode qcoll__ipc_relax_capture_mode(void);
-void qcoll__ipc_restore_capture_mode(enum cudaStreamCaptureMode mode);
 
 #endif

@@ -328,7 +328,7 @@ qcoll_status_t qcoll__cuda_reg_register(qcoll__ctx_t *comm,
     return qcoll__error(comm, QCOLL_ERR_OUT_OF_MEMORY,
                         "cannot allocate the registration records");
   }
-  enum cudaStreamCaptureMode saved = qcoll__ipc_relax_capture_mode();
+  qcoll__runtime()->relaxed_begin();
   qcoll_status_t local = QCOLL_OK, st;
   char why[256] = "";
   reg_record_t *mine = &recs[(size_t)comm->rank * (size_t)nbufs];
@@ -365,7 +365,7 @@ qcoll_status_t qcoll__cuda_reg_register(qcoll__ctx_t *comm,
                bufs[i]);
     }
 out:
-  qcoll__ipc_restore_capture_mode(saved);
+  qcoll__runtime()->relaxed_end();
   free(recs);
   free(failed);
   if (st != QCOLL_OK) return st;
@@ -389,7 +389,7 @@ qcoll_status_t qcoll__cuda_reg_deregister(qcoll__ctx_t *comm,
   if (!recs)
     return qcoll__error(comm, QCOLL_ERR_OUT_OF_MEMORY,
                         "cannot allocate the deregistration records");
-  enum cudaStreamCaptureMode saved = qcoll__ipc_relax_capture_mode();
+  qcoll__runtime()->relaxed_begin();
   /* Every kernel that may read this rank's buffer, or that reads peers'
    * buffers through this rank's mappings, is done before the all-gather
    * below, on every rank. */
@@ -415,7 +415,7 @@ qcoll_status_t qcoll__cuda_reg_deregister(qcoll__ctx_t *comm,
   /* Every rank closed its mappings before any returns (and may free). */
   st = qcoll__bootstrap_barrier(comm->bootstrap);
 out:
-  qcoll__ipc_restore_capture_mode(saved);
+  qcoll__runtime()->relaxed_end();
   free(recs);
   return st != QCOLL_OK ? st : local;
 }
