@@ -441,7 +441,8 @@ class QcollBackend : public c10d::Backend {
   // -- running an op -------------------------------------------------------------------
 
   // Run body(comm, stream) on `device` and return its work object; stream
-  // is the internal stream of a CUDA device, nullptr on the host.
+  // is the op's CUDA stream (the caller's or the internal one, see Streams
+  // above), nullptr on the host.
   template <typename Body>
   c10::intrusive_ptr<c10d::Work> run(c10d::OpType type, const std::vector<at::Tensor>& tensors,
                                      std::vector<at::Tensor> outputs, at::Device device,
@@ -459,31 +460,29 @@ class QcollBackend : public c10d::Backend {
     c10::DeviceIndex index = device.index();
     c10::cuda::CUDAGuard device_guard(index);
     c10::cuda::CUDAStream caller = c10::cuda::getCurrentCUDAStream(index);
-    if (tensor_bytes(tensors) <= inline_bytes()) {
-      body(comm, caller.stream());
-      cudaEvent_t done = event_pool().take();
-      cuda_check(cudaEventRecord(done, caller.stream()), "cudaEventRecord");
-      work->set_cuda(done, caller, blocking);
-      return work;
+    // Small ops on the caller's stream, larger ones on the internal one
+    // (see Streams above).
+    const bool inline_op = tensor_bytes(tensors) <= inline_bytes();
+    c10::cuda::CUDAStream op_stream = inline_op ? caller : stream_for(index);
+    if (!inline_op) {
+      // The internal stream starts after what the caller enqueued so far.
+      cudaEvent_t start = event_pool().take();
+      cuda_check(cudaEventRecord(start, caller.stream()), "cudaEventRecord");
+      cuda_check(cudaStreamWaitEvent(op_stream.stream(), start, 0), "cudaStreamWaitEvent");
+      event_pool().give(start);  // the wait is enqueued: the event may be recorded again
     }
-    c10::cuda::CUDAStream internal = stream_for(index);
-    // The internal stream starts after what the caller enqueued so far.
-    cudaEvent_t start = event_pool().take();
-    cuda_check(cudaEventRecord(start, caller.stream()), "cudaEventRecord");
-    cuda_check(cudaStreamWaitEvent(internal.stream(), start, 0), "cudaStreamWaitEvent");
-    event_pool().give(start);  // the wait is enqueued: the event may be recorded again
     {
-      c10::cuda::CUDAStreamGuard stream_guard(internal);
-      body(comm, internal.stream());
+      c10::cuda::CUDAStreamGuard stream_guard(op_stream);
+      body(comm, op_stream.stream());
     }
-    if (!is_capturing(caller.stream())) {
+    if (!inline_op && !is_capturing(caller.stream())) {
       for (const auto& t : tensors) {
-        c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), internal);
+        c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), op_stream);
       }
     }
     cudaEvent_t done = event_pool().take();
-    cuda_check(cudaEventRecord(done, internal.stream()), "cudaEventRecord");
-    work->set_cuda(done, internal, blocking);
+    cuda_check(cudaEventRecord(done, op_stream.stream()), "cudaEventRecord");
+    work->set_cuda(done, op_stream, blocking);
 #endif
     return work;
   }
