@@ -189,9 +189,12 @@ def _compiler_candidates():
     return [c for i, c in enumerate(found) if c and c not in found[:i]]
 
 
+def _default_compiler():
+    return os.environ.get("CXX", "c++")  # what torch's builder would use
+
+
 def _choose_compiler():
-    default = os.environ.get("CXX", "c++")
-    return pick_compiler(default, loaded_libstdcxx(), _compiler_candidates())
+    return pick_compiler(_default_compiler(), loaded_libstdcxx(), _compiler_candidates())
 
 
 def plan():
@@ -233,7 +236,9 @@ def _compile(p):
     # C++), so no GPU architecture is needed; naming one stops torch from
     # probing for a GPU the build machine may not have.
     cuda_flags = ["-arch=sm_90"] if p.with_cuda else None
-    if p.compiler_note.startswith("building with"):
+    # Another compiler chosen is said when verbose; a mismatch that stays
+    # (no compiler of the loaded libstdc++ found) is a warning.
+    if p.compiler_note and p.compiler != _default_compiler():
         if os.environ.get("QCOLL_TORCH_EXT_VERBOSE") == "1":
             print(f"qcoll.torch: {p.compiler_note}", file=sys.stderr)
     elif p.compiler_note:
