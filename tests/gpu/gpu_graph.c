@@ -52,16 +52,8 @@ static void replay_with_device_values(qcoll_algo_t algo, qcoll_dtype_t dtype,
   GT_CUDA(cudaMemset(counter, 0, sizeof *counter));
   reset_check();
 
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  GT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  GT_CUDA(gt_fill_launch(send, count, dtype, 0, counter, stream));
-  all_reduce(send, recv, count, dtype, algo, what);
-  GT_CUDA(gt_check_launch(recv, count, dtype, (float)gt_nranks, 0, counter,
-                          state, stream));
-  GT_CUDA(gt_bump_launch(counter, stream));
-  GT_CUDA(cudaStreamEndCapture(stream, &graph));
-  GT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  cudaGraphExec_t exec = gt_capture_counted_all_reduce(
+      comm, stream, state, send, recv, count, dtype, algo, counter, what);
 
   double t0 = gt_now();
   for (int k = 0; k < replays; k++) GT_CUDA(cudaGraphLaunch(exec, stream));
@@ -90,7 +82,6 @@ static void replay_with_device_values(qcoll_algo_t algo, qcoll_dtype_t dtype,
   free(host);
   if (ok) gt_note("%s: ok (%.1f us per replay)", what, dt * 1e6 / replays);
   GT_CUDA(cudaGraphExecDestroy(exec));
-  GT_CUDA(cudaGraphDestroy(graph));
   GT_CUDA(cudaFree(send));
   GT_CUDA(cudaFree(recv));
   GT_CUDA(cudaFree(counter));

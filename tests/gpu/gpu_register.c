@@ -82,18 +82,8 @@ static void eager_case(qcoll_algo_t algo, qcoll_dtype_t dtype, size_t count,
 static cudaGraphExec_t capture(void *send, void *recv, size_t count,
                                qcoll_dtype_t dtype, qcoll_algo_t algo,
                                unsigned *counter, const char *what) {
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  GT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  GT_CUDA(gt_fill_launch(send, count, dtype, 0, counter, stream));
-  all_reduce(send, recv, count, dtype, algo, what);
-  GT_CUDA(gt_check_launch(recv, count, dtype, (float)gt_nranks, 0, counter,
-                          state, stream));
-  GT_CUDA(gt_bump_launch(counter, stream));
-  GT_CUDA(cudaStreamEndCapture(stream, &graph));
-  GT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-  GT_CUDA(cudaGraphDestroy(graph));
-  return exec;
+  return gt_capture_counted_all_reduce(comm, stream, state, send, recv, count,
+                                       dtype, algo, counter, what);
 }
 
 static void replay(cudaGraphExec_t exec, int times, const char *what) {

@@ -183,6 +183,15 @@ void gt_check_reset(gt_check_state_t *state);
 bool gt_check_finish(const gt_check_state_t *state, const char *what,
                      unsigned long long expected);
 
+/* (gpu_test_comm.c) A graph, captured on stream and instantiated, of
+ * fill(send, counter) -> all-reduce (gt_all_reduce_algo) -> check(recv,
+ * gt_nranks x the fill, into *state) -> bump(counter): each replay reduces
+ * a new input and checks it on the device. */
+cudaGraphExec_t gt_capture_counted_all_reduce(
+    qcoll_comm_t comm, cudaStream_t stream, gt_check_state_t *state,
+    void *send, void *recv, size_t count, qcoll_dtype_t dtype,
+    qcoll_algo_t algo, unsigned *counter, const char *what);
+
 #ifdef __cplusplus
 }
 #endif

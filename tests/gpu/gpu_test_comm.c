@@ -78,6 +78,24 @@ void gt_all_reduce_algo(qcoll_comm_t comm, cudaStream_t stream,
             qcoll_status_string(st), gt_last_error(comm));
     exit(1);
   }
+
+cudaGraphExec_t gt_capture_counted_all_reduce(
+    qcoll_comm_t comm, cudaStream_t stream, gt_check_state_t *state,
+    void *send, void *recv, size_t count, qcoll_dtype_t dtype,
+    qcoll_algo_t algo, unsigned *counter, const char *what) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  GT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  GT_CUDA(gt_fill_launch(send, count, dtype, 0, counter, stream));
+  gt_all_reduce_algo(comm, stream, send, recv, count, dtype, algo, what);
+  GT_CUDA(gt_check_launch(recv, count, dtype, (float)gt_nranks, 0, counter,
+                          state, stream));
+  GT_CUDA(gt_bump_launch(counter, stream));
+  GT_CUDA(cudaStreamEndCapture(stream, &graph));
+  GT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  GT_CUDA(cudaGraphDestroy(graph));
+  return exec;
+}
 }
 
 void gt_check_async_and_destroy(qcoll_comm_t comm) {
