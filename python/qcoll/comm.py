@@ -665,10 +665,11 @@ class Comm:
     def register(self, buf: Buffer) -> "Registration":
         """Register the GPU allocation holding ``buf`` (a CUDA tensor or any
         GPU array) with the communicator, collectively: every rank calls
-        it, in the same order, each with its own buffer.  The IPC all-reduce
-        then reads (and writes) it in place with no copy-in.  All-reduces
-        captured into a CUDA graph register their buffers themselves
-        (QCOLL_GRAPH_REGISTER), so this is for eager calls.  A no-op where
+        it, in the same order, each with its own buffer.  The two-shot IPC
+        all-reduce then reads (and writes) it in place with no copy-in (the
+        one-shot keeps its copy, which costs less there).  Two-shot
+        all-reduces captured into a CUDA graph register their buffers
+        themselves (QCOLL_GRAPH_REGISTER), so this is for eager calls.  A no-op where
         the IPC kernels do not serve.  Returns a handle for
         :meth:`deregister`; keep ``buf`` alive until then."""
         what = "qcoll.Comm.register"

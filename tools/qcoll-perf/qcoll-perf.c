@@ -144,7 +144,7 @@ static void print_usage(FILE *f) {
       "                          else libnccl.so.2)\n"
       "      --register          register both buffers with the communicator\n"
       "                          (qcoll_comm_register) before the sweep, so the\n"
-      "                          IPC all-reduce reads and writes them in place\n"
+      "                          two-shot reads and writes them in place\n"
       "                          (GPU memory only; with -G capture registers them\n"
       "                          anyway unless QCOLL_GRAPH_REGISTER=0)\n"
       "      --version           show the version\n" PERF_USAGE_HELP

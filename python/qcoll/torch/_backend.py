@@ -168,8 +168,9 @@ class QcollWork(_Work):
 class ProcessGroupQcoll(_ProcessGroup):
     """A torch.distributed process group whose collectives run on qcoll.
 
-    All-reduces captured into a CUDA graph have their tensors registered by
-    qcoll at capture time, so replays run with no copy-in."""
+    All-reduces captured into a CUDA graph that take the two-shot have their
+    tensors registered by qcoll at capture time, so replays run with no
+    copy-in (the one-shot keeps its copy, which costs less there)."""
 
     # init_process_group(device_id=...) asks the device's backend whether
     # it can split communicators eagerly; this one cannot.

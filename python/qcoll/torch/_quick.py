@@ -105,10 +105,11 @@ class QuickAllReduce:
     on its own ``device`` (several ranks may share one GPU).
 
     Inside CUDA graph capture, qcoll registers the tensors of each captured
-    unquantised call with the communicator at capture time (every rank must
-    capture the same calls, as graph-captured models do), so every replay
-    reads the peers' tensors in place with no copy-in
-    (``QCOLL_GRAPH_REGISTER=0`` stages them instead)."""
+    unquantised call that takes the two-shot with the communicator at
+    capture time (every rank must capture the same calls, as graph-captured
+    models do), so every replay reads the peers' tensors in place with no
+    copy-in (``QCOLL_GRAPH_REGISTER=0`` stages them instead); the one-shot
+    of smaller messages keeps its copy, which costs less there."""
 
     def __init__(self, group, device, quantization=None, max_size_bytes=None):
         self.disabled = True
