@@ -78,6 +78,7 @@ void gt_all_reduce_algo(qcoll_comm_t comm, cudaStream_t stream,
             qcoll_status_string(st), gt_last_error(comm));
     exit(1);
   }
+}
 
 cudaGraphExec_t gt_capture_counted_all_reduce(
     qcoll_comm_t comm, cudaStream_t stream, gt_check_state_t *state,
@@ -95,7 +96,6 @@ cudaGraphExec_t gt_capture_counted_all_reduce(
   GT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
   GT_CUDA(cudaGraphDestroy(graph));
   return exec;
-}
 }
 
 void gt_check_async_and_destroy(qcoll_comm_t comm) {
