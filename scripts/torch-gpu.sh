@@ -14,6 +14,8 @@
 # Usage, from the repository root:
 #   OUT=$OUT scripts/torch-gpu.sh                 # TORCH_STEPS="build test bench"
 #   OUT=$OUT TORCH_STEPS=bench scripts/torch-gpu.sh   # a later call, machine still warm
+#   OUT=$OUT TORCH_STEPS=test TORCH_TESTS="ops_match_gloo and compiled" scripts/torch-gpu.sh
+#                                                 # only the tests pytest -k selects
 # (its own name: a STEPS of a calling script does not leak into it)
 # Logs go to $OUT (torch-*.log); the bench lines are also in $OUT/summary.log.
 set -uo pipefail
@@ -71,7 +73,8 @@ fi
 if [[ " $STEPS " == *" test "* ]]; then
   say "tests/python/test_torch.py"
   (cd "$root" && timeout "${TEST_LIMIT:-480}" python3 -m pytest -v -rs --capture=tee-sys -p no:cacheprovider \
-     tests/python/test_torch.py tests/python/test_torch_ext.py) >"$OUT/torch-test.log" 2>&1 || status=1
+     ${TORCH_TESTS:+-k "$TORCH_TESTS"} tests/python/test_torch.py tests/python/test_torch_ext.py) \
+     >"$OUT/torch-test.log" 2>&1 || status=1
   grep -E "PASSED|FAILED|ERROR|SKIPPED|passed|failed" "$OUT/torch-test.log" | tail -n 45 \
     | tee -a "$summary"
 fi

@@ -21,13 +21,18 @@ Environment:
   QCOLL_INCLUDE        the folder holding qcoll.h (default: the package's
                        include/, else this source tree's include/)
   CXX                  the C++ compiler torch's builder uses (default c++);
-                       when its libstdc++ is not the one this process has
-                       loaded, a compiler whose libstdc++ is (c++, g++ on
-                       PATH or in /usr/bin) is used instead, with a note:
-                       code compiled against another libstdc++'s headers
-                       can call the wrong locale facets of the loaded one
-                       (a crash the first time an error message formats a
-                       number)
+                       when it does not fit this process, a compiler that
+                       does (c++, g++ on PATH or in /usr/bin) is used
+                       instead, with a note.  A compiler fits when it links
+                       the libstdc++ this process has loaded and links it
+                       as a shared library: code compiled against another
+                       libstdc++'s headers, or a private copy of
+                       libstdc++'s stream code pulled into the extension
+                       from a static libstdc++ (a GCC installed beside the
+                       system's, whose own library folder comes first, does
+                       that), calls the loaded library's locale facets
+                       wrongly and crashes the first time an error message
+                       formats a number
 """
 
 import hashlib
@@ -36,6 +41,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -159,28 +165,103 @@ def compiler_libstdcxx(cxx):
     return os.path.realpath(out) if os.path.isabs(out) and os.path.exists(out) else None
 
 
-def pick_compiler(default, loaded, candidates, libstdcxx_of=compiler_libstdcxx):
-    """(compiler, note): the default when its libstdc++ is the loaded one;
-    else (another libstdc++, or one the compiler cannot name, as a GCC
-    installed outside the system's paths answers) the first candidate whose
-    libstdc++ is the loaded one, with a note saying why; else the default,
-    with a warning note when its libstdc++ is known to differ.  Nothing
-    changes when the loaded libstdc++ is unknown."""
+# One instantiation libstdc++.so exports: a shared object that defines it
+# itself carries a private copy of the stream code (std::ostream::_M_insert<long>).
+_STREAM_SYMBOL = "_ZNSo9_M_insertIlEERSoT_"
+_PROBE_SOURCE = ("#include <sstream>\n#include <string>\n"
+                 "std::string qcoll_probe(long v) { std::ostringstream s; s << v; return s.str(); }\n")
+_copies_known = {}
+
+
+def compiler_copies_libstdcxx(cxx):
+    """True when a shared object that cxx links carries its own copy of
+    libstdc++'s stream code (a static libstdc++ came first on its library
+    path), False when it takes it from the shared library, None when that
+    cannot be told (the probe does not compile, or no nm).  A known answer
+    is kept per compiler file (path, size, time), in this process and in
+    the cache folder, so an import that finds the extension built pays no
+    compile."""
+    path = shutil.which(cxx)
+    nm = shutil.which("nm")
+    if path is None or nm is None:
+        return None
+    st = os.stat(path)
+    key = f"{os.path.realpath(path)}|{st.st_size}|{st.st_mtime_ns}"
+    if key not in _copies_known:
+        _copies_known[key] = _remembered(key, lambda: _probe_copies(path, nm))
+    return _copies_known[key]
+
+
+def _remembered(key, probe):
+    """probe()'s answer (True, False or None), kept in the cache folder
+    under a digest of key; None is not kept (it may be a passing failure)."""
+    note = cache_root() / "compiler-probe" / hashlib.sha256(key.encode()).hexdigest()[:16]
+    try:
+        return {"1": True, "0": False}[note.read_text().strip()]
+    except (OSError, KeyError):
+        pass
+    answer = probe()
+    if answer is not None:
+        try:
+            note.parent.mkdir(parents=True, exist_ok=True)
+            note.write_text("1" if answer else "0")
+        except OSError:
+            pass  # an unwritable cache only costs the probe next time
+    return answer
+
+
+def _probe_copies(cxx, nm):
+    with tempfile.TemporaryDirectory(prefix="qcoll-cxx-probe-") as d:
+        src, lib = os.path.join(d, "probe.cpp"), os.path.join(d, "probe.so")
+        with open(src, "w") as f:
+            f.write(_PROBE_SOURCE)
+        try:
+            built = subprocess.run([cxx, "-shared", "-fPIC", "-O1", "-o", lib, src],
+                                   capture_output=True, timeout=120, check=False)
+            if built.returncode != 0:
+                return None
+            syms = subprocess.run([nm, "-D", "--defined-only", lib], capture_output=True,
+                                  text=True, timeout=60, check=False)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        if syms.returncode != 0:
+            return None
+        return _STREAM_SYMBOL in syms.stdout.split()
+
+
+def _misfit(cxx, loaded, libstdcxx_of, copies_of):
+    """Why cxx does not fit a process that has `loaded` loaded ("" if it
+    fits), and the libstdc++ it names."""
+    mine = libstdcxx_of(cxx)
+    if mine != loaded:
+        return f"links {mine or 'a libstdc++ it does not name'}", mine
+    if copies_of(cxx):
+        return (f"links {mine} but copies its stream code into the extension (a static "
+                f"libstdc++ comes first on its library path)"), mine
+    return "", mine
+
+
+def pick_compiler(default, loaded, candidates, libstdcxx_of=compiler_libstdcxx,
+                  copies_of=compiler_copies_libstdcxx):
+    """(compiler, note): the default when it fits (links the loaded
+    libstdc++, as a shared library: see the module's CXX); else the first
+    candidate that fits, with a note saying why; else the default, with a
+    warning note when it is known not to fit (silent when it cannot name
+    its libstdc++).  Nothing changes when the loaded libstdc++ is unknown."""
     if loaded is None:
         return default, ""
-    mine = libstdcxx_of(default)
-    if mine == loaded:
+    why, mine = _misfit(default, loaded, libstdcxx_of, copies_of)
+    if not why:
         return default, ""
     for cxx in candidates:
-        if cxx != default and libstdcxx_of(cxx) == loaded:
-            return cxx, (f"building with {cxx}: the default compiler {default} links "
-                         f"{mine or 'a libstdc++ it does not name'}, this process has "
-                         f"{loaded} loaded")
+        if cxx != default and not _misfit(cxx, loaded, libstdcxx_of, copies_of)[0]:
+            return cxx, (f"building with {cxx}: the default compiler {default} {why}, "
+                         f"this process has {loaded} loaded")
     if mine is None:
         return default, ""
-    return default, (f"the compiler {default} links {mine} but this process has {loaded} "
-                     f"loaded, and no other compiler found links it: the extension may crash "
-                     f"(set CXX to a compiler of the loaded libstdc++)")
+    return default, (f"the compiler {default} {why}, this process has {loaded} loaded, and "
+                     f"no other compiler found fits: the extension may crash (set CXX to a "
+                     f"compiler that links the loaded libstdc++ as a shared library)")
 
 
 def _compiler_candidates():

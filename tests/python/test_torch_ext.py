@@ -6,6 +6,7 @@ all-reduce path of the binding, which the Python backend and the Python
 QuickAllReduce op use."""
 
 import os
+import shutil
 import warnings
 
 import numpy as np
@@ -94,29 +95,71 @@ def test_the_loaded_libstdcxx_is_read_from_the_maps():
 
 def test_a_compiler_of_another_libstdcxx_is_replaced():
     """A compiler whose headers belong to another libstdc++ than the loaded
-    one builds an extension that crashes formatting a number (seen with a
-    newer GCC in /opt beside the system's): a matching compiler is chosen,
-    with a note; with none, the default stays and the note warns."""
+    one builds an extension that crashes formatting a number: a fitting
+    compiler is chosen, with a note; with none, the default stays and the
+    note warns."""
     links = {"/opt/gcc/bin/g++": "/opt/gcc/lib64/libstdc++.so.6.0.34",
              "/usr/bin/g++": "/usr/lib/libstdc++.so.6.0.33"}
     of = links.get
+    shared = lambda cxx: False  # noqa: E731  (every compiler links libstdc++ shared)
     loaded = "/usr/lib/libstdc++.so.6.0.33"
     cxx, note = _torch_ext.pick_compiler("/opt/gcc/bin/g++", loaded,
-                                         ["/opt/gcc/bin/g++", "/usr/bin/g++"], of)
+                                         ["/opt/gcc/bin/g++", "/usr/bin/g++"], of, shared)
     assert cxx == "/usr/bin/g++" and note.startswith("building with /usr/bin/g++"), note
-    assert _torch_ext.pick_compiler("/usr/bin/g++", loaded, ["/opt/gcc/bin/g++"], of) == \
+    assert _torch_ext.pick_compiler("/usr/bin/g++", loaded, ["/opt/gcc/bin/g++"], of, shared) == \
         ("/usr/bin/g++", "")
-    cxx, note = _torch_ext.pick_compiler("/opt/gcc/bin/g++", loaded, ["/opt/gcc/bin/g++"], of)
+    cxx, note = _torch_ext.pick_compiler("/opt/gcc/bin/g++", loaded, ["/opt/gcc/bin/g++"], of,
+                                         shared)
     assert cxx == "/opt/gcc/bin/g++" and "set CXX" in note, note
     # nothing known of the process: the default, silently
-    assert _torch_ext.pick_compiler("c++", None, ["/usr/bin/g++"], of) == ("c++", "")
-    # a compiler that cannot name its libstdc++ (a GCC outside the system's
-    # paths, as on the GPU machine): a compiler of the loaded one is chosen
-    cxx, note = _torch_ext.pick_compiler("cc-unknown", loaded, ["/usr/bin/g++"], of)
+    assert _torch_ext.pick_compiler("c++", None, ["/usr/bin/g++"], of, shared) == ("c++", "")
+    # a compiler that cannot name its libstdc++: a compiler of the loaded one is chosen
+    cxx, note = _torch_ext.pick_compiler("cc-unknown", loaded, ["/usr/bin/g++"], of, shared)
     assert cxx == "/usr/bin/g++" and "does not name" in note, note
     # ... and with none, the default stays, silently
-    assert _torch_ext.pick_compiler("cc-unknown", loaded, ["/opt/gcc/bin/g++"], of) == \
+    assert _torch_ext.pick_compiler("cc-unknown", loaded, ["/opt/gcc/bin/g++"], of, shared) == \
         ("cc-unknown", "")
+
+
+def test_a_compiler_that_copies_libstdcxx_is_replaced():
+    """The GPU machine's case: a GCC beside the system's, of the same
+    libstdc++ (it names the loaded one), whose own library folder holds a
+    static libstdc++ that the linker finds first.  The extension it built
+    carried its own std::ostream::_M_insert<long> and crashed in the first
+    error message that formatted a number.  A compiler that links the
+    shared library is chosen instead; with none, the note warns."""
+    loaded = "/usr/lib/libstdc++.so.6.0.33"
+    same = lambda cxx: loaded  # noqa: E731
+    copies = {"/opt/gcc/bin/g++": True, "/usr/bin/g++": False}.get
+    cxx, note = _torch_ext.pick_compiler("/opt/gcc/bin/g++", loaded,
+                                         ["/opt/gcc/bin/g++", "/usr/bin/g++"], same, copies)
+    assert cxx == "/usr/bin/g++", (cxx, note)
+    assert "copies its stream code" in note and note.startswith("building with"), note
+    cxx, note = _torch_ext.pick_compiler("/opt/gcc/bin/g++", loaded, [], same, copies)
+    assert cxx == "/opt/gcc/bin/g++" and "set CXX" in note and "copies" in note, note
+    # a probe that could not tell (None) does not replace a compiler
+    assert _torch_ext.pick_compiler("/usr/bin/g++", loaded, ["/opt/gcc/bin/g++"], same,
+                                    lambda cxx: None) == ("/usr/bin/g++", "")
+
+
+@pytest.mark.skipif(shutil.which("c++") is None or shutil.which("nm") is None,
+                    reason="no c++ or nm on PATH: the libstdc++ copy probe cannot run")
+def test_the_copy_probe_tells_a_static_libstdcxx(tmp_path, monkeypatch):
+    """The real probe: this machine's c++ links libstdc++ shared (False);
+    the same compiler with -static-libstdc++, as a wrapper script, copies
+    the stream code (True), or cannot link a shared object that way (None,
+    where the static library is not position independent).  The answer is
+    remembered in the cache folder."""
+    monkeypatch.setenv(_torch_ext.DIR_ENV, str(tmp_path / "cache"))
+    assert _torch_ext.compiler_copies_libstdcxx("c++") is False
+    wrapper = tmp_path / "static-c++"
+    wrapper.write_text(f'#!/bin/sh\nexec {shutil.which("c++")} -static-libstdc++ "$@"\n')
+    wrapper.chmod(0o755)
+    got = _torch_ext.compiler_copies_libstdcxx(str(wrapper))
+    assert got in (True, None), got
+    notes = list((tmp_path / "cache" / "compiler-probe").iterdir())
+    assert len(notes) == (2 if got else 1), notes
+    assert _torch_ext.compiler_copies_libstdcxx("/nonexistent/c++") is None
 
 
 def test_the_real_compiler_query_answers_a_path_or_none():

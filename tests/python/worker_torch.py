@@ -13,6 +13,7 @@ exits 77 with "SKIP: reason" when the case cannot run here.
 
 import copy
 import datetime
+import faulthandler
 import os
 import sys
 
@@ -26,6 +27,7 @@ RANK = int(os.environ["QCOLL_RANK"])
 WORLD = int(os.environ["QCOLL_WORLD_SIZE"])
 LOCAL_RANK = int(os.environ.get("QCOLL_LOCAL_RANK", RANK))
 SKIP = 77
+faulthandler.enable()  # a crash in native code prints the Python stack that reached it
 
 
 def skip(reason):
