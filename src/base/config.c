@@ -117,6 +117,12 @@ static const env_entry_t env_table[] = {
      "(with more, the flag-barrier one-shot, which was faster at 8 ranks and "
      "slower at 2)",
      ENV_INT, FIELD(ipc_push_max_ranks), 0, 65536},
+    {"QCOLL_IPC_PUSH_BLOCK_PACKS", "128",
+     "16-byte packs per block of the push one-shot while a message is spread "
+     "over up to 16 blocks (then one pack per thread of 512): fewer spread "
+     "a small message over more SMs; the ranks use the smallest of their "
+     "values",
+     ENV_INT, FIELD(ipc_push_block_packs), 1, 512},
     {"QCOLL_PDL", "1",
      "launch the IPC kernels (push one-shot, collectives, send/recv) with "
      "programmatic dependent launch where the GPU (sm_90+) and driver (12.3+) "

@@ -42,6 +42,7 @@ typedef struct qcoll__config {
   size_t ipc_p2p_bytes;                /* QCOLL_IPC_P2P_BYTES */
   size_t ipc_push_bytes;               /* QCOLL_IPC_PUSH_BYTES */
   long long ipc_push_max_ranks;        /* QCOLL_IPC_PUSH_MAX_RANKS */
+  long long ipc_push_block_packs;      /* QCOLL_IPC_PUSH_BLOCK_PACKS */
   bool pdl;                            /* QCOLL_PDL */
   bool graph_register;                 /* QCOLL_GRAPH_REGISTER */
   size_t oneshot_max_bytes;            /* QCOLL_ONESHOT_MAX_BYTES */

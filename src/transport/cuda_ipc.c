@@ -52,6 +52,7 @@ typedef struct ipc_record {
   int32_t max_blocks;           /* QCOLL_MAX_BLOCKS of the owner, 0: none */
   uint64_t p2p_pair_bytes;      /* send/recv inbox per sender */
   uint64_t push_slot_bytes;     /* push one-shot slot, 0: off */
+  int32_t push_block_packs;     /* QCOLL_IPC_PUSH_BLOCK_PACKS of the owner */
   char reason[REASON_MAX];      /* why not ready */
 } ipc_record_t;
 
@@ -253,6 +254,7 @@ static void setup_local(qcoll__ctx_t *comm, cudaStream_t s, ipc_record_t *rec) {
       comm->nranks <= comm->config.ipc_push_max_ranks
           ? qcoll__push_slot_bytes(comm->config.ipc_push_bytes)
           : 0;
+  rec->push_block_packs = (int32_t)comm->config.ipc_push_block_packs;
   /* The registration descriptors follow the inboxes, then the push area:
    * every rank computes the same offsets (the push slots may differ). */
   cc->desc_offset = qcoll__push_area_offset(qcoll__ipc_alloc_bytes(
@@ -489,19 +491,25 @@ static int agreed_max_grid(qcoll__ctx_t *comm, const ipc_record_t *recs,
 
 /* The push one-shot serves when every rank asked for the same slots (the
  * records are the same on every rank, so all decide alike); else the
- * one-shot stays on the flag-barrier kernel. */
+ * one-shot stays on the flag-barrier kernel.  Its grid must be the same on
+ * every rank, so the packs per block are the smallest any rank asked for. */
 static void setup_push(qcoll__ctx_t *comm, const ipc_record_t *recs) {
   struct qcoll__cuda_comm *cc = comm->cuda;
   size_t slot = (size_t)recs[0].push_slot_bytes;
-  for (int r = 1; r < comm->nranks; r++)
+  int block_packs = recs[0].push_block_packs;
+  for (int r = 1; r < comm->nranks; r++) {
     if (recs[r].push_slot_bytes != recs[0].push_slot_bytes) slot = 0;
-  cc->push = qcoll__push_view_make(&cc->view, cc->push_area_offset, slot);
+    if (recs[r].push_block_packs < block_packs)
+      block_packs = recs[r].push_block_packs;
+  }
+  cc->push = qcoll__push_view_make(&cc->view, cc->push_area_offset, slot,
+                                   block_packs);
   QLOG_INFO(comm, CUDA,
-            "push one-shot: %s (slots of %zu KiB); programmatic dependent "
-            "launch %s",
+            "push one-shot: %s (slots of %zu KiB, %d packs per block); "
+            "programmatic dependent launch %s",
             slot ? "on" : "off (QCOLL_IPC_PUSH_BYTES is 0 or differs between "
                           "ranks)",
-            slot >> 10, cc->view.pdl ? "on" : "off");
+            slot >> 10, block_packs, cc->view.pdl ? "on" : "off");
 }
 
 /* ---- public entry points ------------------------------------------------- */

@@ -43,12 +43,14 @@ bool qcoll__cuda_pdl_enabled(int device, bool wanted) {
 
 qcoll__push_view_t qcoll__push_view_make(const qcoll__ipc_view_t *ipc,
                                          size_t area_offset,
-                                         size_t slot_bytes) {
+                                         size_t slot_bytes,
+                                         int block_packs) {
   qcoll__push_view_t v;
   memset(&v, 0, sizeof v);
   v.ipc = *ipc;
   v.area_offset = area_offset;
   v.slot_bytes = slot_bytes;
+  v.block_packs = block_packs;
   return v;
 }
 

@@ -33,7 +33,8 @@ bool qcoll__cuda_pdl_enabled(int device, bool wanted);
 
 /* The push view from the communicator's IPC view (its pdl included). */
 qcoll__push_view_t qcoll__push_view_make(const qcoll__ipc_view_t *ipc,
-                                         size_t area_offset, size_t slot_bytes);
+                                         size_t area_offset, size_t slot_bytes,
+                                         int block_packs);
 
 /* Whether the push kernel serves a one-shot of count elements: it is on
  * and the message fits one slot.  Larger one-shots go to the flag-barrier

@@ -151,6 +151,8 @@ def test_the_copy_probe_tells_a_static_libstdcxx(tmp_path, monkeypatch):
     where the static library is not position independent).  The answer is
     remembered in the cache folder."""
     monkeypatch.setenv(_torch_ext.DIR_ENV, str(tmp_path / "cache"))
+    # this process may have probed c++ already (another test's build)
+    monkeypatch.setattr(_torch_ext, "_copies_known", {})
     assert _torch_ext.compiler_copies_libstdcxx("c++") is False
     wrapper = tmp_path / "static-c++"
     wrapper.write_text(f'#!/bin/sh\nexec {shutil.which("c++")} -static-libstdc++ "$@"\n')

@@ -118,7 +118,9 @@
  * same launches (count, dtype, op, algorithm) in the same order on one
  * stream, so grids and ranges agree.  The kernels are launched with
  * programmatic dependent launch when the view says so; block_begin waits
- * on the grid dependency before touching any data or flag.
+ * on the grid dependency before touching any data or flag, and then lets
+ * the stream's next launch start its preamble (all of this grid's blocks
+ * are resident by then, so the next grid's never displace one of them).
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

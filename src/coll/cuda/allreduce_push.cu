@@ -30,11 +30,18 @@
  *
  * Rotation.  A control word in device memory (push area [1], local to
  * each rank) counts the rank's completed launches; launch c uses buffer
- * c mod 2.  Thread 0 of every block reads it (an acquire load) before the
- * block announces itself on [0]; the last block of the launch to announce
- * itself advances [1].  The kernel advances it, never the host, so a
- * captured graph replays correctly.  Every rank makes the same launches,
- * so rank r's launch c and rank p's launch c use the same buffer index.
+ * c mod 2.  Thread 0 of every block reads it before the block's first
+ * __syncthreads (the previous launch's advance is visible: stream order,
+ * or griddepcontrol.wait under programmatic dependent launch); after that
+ * barrier the block's last thread announces the block on [0], and the
+ * last block of the launch to announce itself advances [1] (and empties
+ * [0]).  Every block has read [1] before it announces itself, so no block
+ * reads the advanced value; the announcement is made by a thread that
+ * holds no pack of a small message, so its atomic round trip is off the
+ * path of the data.  The kernel advances the counter, never the host, so
+ * a captured graph replays correctly.  Every rank makes the same
+ * launches, so rank r's launch c and rank p's launch c use the same
+ * buffer index.
  *
  * Why a buffer word is never written while its owner still needs it.
  * Only rank p writes slot p of rank r's buffer k; only r reads it and
@@ -139,19 +146,29 @@ __device__ __forceinline__ uint4 *slot_packs(const qcoll__push_view_t &pv,
       qcoll__push_slot_offset(pv.ipc.nranks, pv.slot_bytes, buffer, sender));
 }
 
-/* Thread 0: read the launch counter, then announce the block; the last
- * block to announce itself advances the counter.  The acquire keeps the
- * read before the announcement, so no block reads the advanced value. */
+/* The rank's push control words: [0] blocks of this launch announced,
+ * [1] launches completed. */
+__device__ __forceinline__ uint32_t *push_control(const qcoll__push_view_t &pv,
+                                                  const BlockState *s) {
+  return reinterpret_cast<uint32_t *>(s->bases[pv.ipc.rank] + pv.area_offset);
+}
+
+/* Thread 0, before the block's first barrier: the launch's index. */
 __device__ __forceinline__ uint32_t launch_index(const qcoll__push_view_t &pv,
                                                  const BlockState *s) {
-  uint32_t *ctrl =
-      reinterpret_cast<uint32_t *>(s->bases[pv.ipc.rank] + pv.area_offset);
-  const uint32_t launches = load_acquire_sys(&ctrl[1]);
+  return load_relaxed_sys(&push_control(pv, s)[1]);
+}
+
+/* One thread, after that barrier (so after the block read the index): the
+ * block announces itself; the last block of the launch advances the index
+ * and empties the count for the next launch. */
+__device__ __forceinline__ void announce_block(const qcoll__push_view_t &pv,
+                                               const BlockState *s) {
+  uint32_t *ctrl = push_control(pv, s);
   if (atomicAdd(&ctrl[0], 1u) == gridDim.x - 1) {
     ctrl[0] = 0;
-    ctrl[1] = launches + 1u;
+    ctrl[1] = s->oneshots + 1u;
   }
-  return launches;
 }
 
 template <typename T, typename Op>
@@ -170,6 +187,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
   __syncthreads();
   /* The next launch may start its preamble; its data waits for us. */
   grid_dependents_launch();
+  if (threadIdx.x == blockDim.x - 1) announce_block(pv, &s);
 
   const int n = v.nranks, me = v.rank;
   const unsigned buffer = s.oneshots % QCOLL_PUSH_BUFFERS;
@@ -238,6 +256,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
 
 typedef void (*push_fn)(qcoll__push_view_t, const void *, void *, size_t);
 
+/* Most blocks a message is spread over below one pack per thread. */
+constexpr size_t kSpreadBlocks = 16;
+
 template <typename T>
 push_fn pick_op(qcoll_op_t op) {
   switch (op) {
@@ -277,8 +298,19 @@ extern "C" size_t qcoll__cuda_push_chunk_elems(const qcoll__push_view_t *view,
 extern "C" int qcoll__cuda_push_grid(const qcoll__push_view_t *view,
                                      size_t count, qcoll_dtype_t dtype) {
   size_t packs = (count * elem_size(dtype) + kPackBytes - 1) / kPackBytes;
-  /* One pack per thread: each waits for nranks - 1 packs. */
+  /* At most one pack per thread (each waits for nranks - 1 packs).  A
+   * message of a few KiB is also spread at block_packs per block over up
+   * to kSpreadBlocks blocks, so it waits on several SMs' memory pipes at
+   * once instead of one's; more blocks than that were slower (64 blocks
+   * of 128 packs at 128 KiB took 4.5 us where 16 of 512 took 4.1, on an
+   * H200 at 2 ranks; docs/results/2026-12-02-h200-push-spread.md). */
+  size_t per_block = view->block_packs > 0 && view->block_packs < kThreads
+                         ? (size_t)view->block_packs
+                         : (size_t)kThreads;
+  size_t spread = (packs + per_block - 1) / per_block;
+  if (spread > kSpreadBlocks) spread = kSpreadBlocks;
   size_t grid = (packs + kThreads - 1) / kThreads;
+  if (grid < spread) grid = spread;
   size_t limit = view->ipc.max_grid > 0 ? (size_t)view->ipc.max_grid : 1;
   if (limit > QCOLL_IPC_MAX_BLOCKS) limit = QCOLL_IPC_MAX_BLOCKS;
   if (grid > limit) grid = limit;

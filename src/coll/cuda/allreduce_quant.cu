@@ -106,7 +106,8 @@
  * GPU, the same launches in the same order on every rank), plus: no
  * -ftz=true / -use_fast_math (codec.h), blocks of whole warps, and
  * little-endian words (scales and codes are moved as words, as codec.h
- * allows).
+ * allows).  Launched, like the unquantised kernels, with programmatic
+ * dependent launch when the view says so (block_begin).
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -831,8 +832,8 @@ extern "C" cudaError_t qcoll__cuda_all_reduce_quant_launch(
   qcoll__ipc_view_t v = *view;
   int rot = rotate != 0;
   void *args[] = {&v, &sendbuf, &recvbuf, &count, &rot};
-  return cudaLaunchKernel(reinterpret_cast<const void *>(fn), dim3(grid),
-                          dim3(kThreads), args, 0, stream);
+  return launch_kernel(reinterpret_cast<const void *>(fn), grid, args, stream,
+                       v.pdl != 0);
 }
 
 extern "C" cudaError_t qcoll__cuda_all_reduce_quant_blocks_per_sm(int *per_sm) {

@@ -256,6 +256,11 @@ __device__ __forceinline__ void block_begin(const qcoll__ipc_view_t &v,
     s->failed = 0;
   }
   __syncthreads();
+  /* The next launch of the stream may start its own preamble (it waits in
+   * grid_dependency_wait for this grid to end before touching data): every
+   * block of this grid is resident once all have passed here, so the
+   * next grid's blocks never take the place of one of ours. */
+  grid_dependents_launch();
 }
 
 __device__ __forceinline__ void block_end(const qcoll__ipc_view_t &v,

@@ -81,6 +81,8 @@ typedef struct qcoll__push_view {
   qcoll__ipc_view_t ipc;
   size_t area_offset; /* of the push area, in every rank's allocation */
   size_t slot_bytes;  /* 0: the push one-shot is off */
+  int block_packs;    /* 16-byte packs per block (1..512), the same on every
+                         rank; 0: one per thread */
 } qcoll__push_view_t;
 
 /* Largest number of elements one launch handles (one slot). */

@@ -9,7 +9,9 @@
  * the output, and with every slot of both buffers back to the sentinel
  * after each call:
  *  - f16/bf16/f32 x sum/min/max, counts from 1 value to several chunks,
- *    grid limits 1 and 4, in place and out of place, unaligned pointers;
+ *    grid limits 1 and 4, packs per block of one per thread, 32 and 3
+ *    (a message spread over more blocks), in place and out of place,
+ *    unaligned pointers;
  *  - signed zeros (all negative: -0; mixed: +0), infinities, and NaNs of
  *    every sign and payload, the sentinel's own bit pattern included;
  *  - rotation: hundreds of calls enqueued back to back with new inputs,
@@ -178,6 +180,7 @@ struct Call {
   bool in_place, specials;
   size_t mis_send, mis_recv;
   uint32_t seed;
+  int block_packs; /* the view's (0: one pack per thread) */
 };
 
 struct Buffers {
@@ -185,8 +188,8 @@ struct Buffers {
 };
 
 static void describe(const World &w, const Call &c, char *what, size_t len) {
-  snprintf(what, len, "N=%d %s %s count=%zu grid<=%d %s%s +%zu/+%zu", w.n,
-           dtype_name(c.d), op_name(c.op), c.count, c.grid_limit,
+  snprintf(what, len, "N=%d %s %s count=%zu grid<=%d packs/block %d %s%s +%zu/+%zu",
+           w.n, dtype_name(c.d), op_name(c.op), c.count, c.grid_limit, c.block_packs,
            c.in_place ? "in-place" : "out-of-place",
            c.specials ? " specials" : "", c.mis_send, c.mis_recv);
 }
@@ -206,7 +209,10 @@ static void prepare(const World &w, const Call &c, Buffers &b) {
 static void enqueue(World &w, const Call &c, Buffers &b) {
   const size_t es = esize(c.d);
   const size_t lr = c.in_place ? GUARD + c.mis_send : GUARD + c.mis_recv;
-  for (int r = 0; r < w.n; r++) w.views[r].ipc.max_grid = c.grid_limit;
+  for (int r = 0; r < w.n; r++) {
+    w.views[r].ipc.max_grid = c.grid_limit;
+    w.views[r].block_packs = c.block_packs;
+  }
   const size_t chunk = qcoll__cuda_push_chunk_elems(&w.views[0], c.d);
   for (size_t off = 0; off < c.count; off += chunk)
     for (int r = 0; r < w.n; r++) {
@@ -287,6 +293,7 @@ static void test_values(World &w) {
       for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
         Call c = {d,      op,    counts[k],   k % 2 ? 1 : 4, k % 3 == 1,
                   k != 2, k % 4, (k + 1) % 3, seed++};
+        c.block_packs = (int)(k + (size_t)op) % 3 == 0 ? 0 : (k % 2 ? 32 : 3);
         run_one(w, c);
         cases++;
       }
@@ -313,6 +320,7 @@ static void test_rotation(World &w, int calls) {
               (size_t)(k % 2),
               (size_t)(k % 3),
               1000u + (uint32_t)k};
+    c.block_packs = k % 3 == 1 ? 5 : 0;
     cs.push_back(c);
     prepare(w, c, bs[k]);
   }
