@@ -326,12 +326,7 @@ __device__ __forceinline__ void twoshot_copy_out(T *recv, size_t count,
  * launch to get here advances the launch counter. */
 __device__ __forceinline__ void oneshot_count_out(const qcoll__ipc_view_t &v,
                                                   const BlockState *s) {
-  if (threadIdx.x != 0) return;
-  uint32_t *c = oneshot_counter(v, s);
-  if (atomicAdd(&c[0], 1u) == gridDim.x - 1) {
-    c[0] = 0;
-    c[1] += 1u;
-  }
+  if (threadIdx.x == 0) count_out_of_launch(oneshot_counter(v, s));
 }
 
 /* ---- registered buffers --------------------------------------------------

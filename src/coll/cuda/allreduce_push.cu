@@ -159,18 +159,6 @@ __device__ __forceinline__ uint32_t launch_index(const qcoll__push_view_t &pv,
   return load_relaxed_sys(&push_control(pv, s)[1]);
 }
 
-/* One thread, after that barrier (so after the block read the index): the
- * block announces itself; the last block of the launch advances the index
- * and empties the count for the next launch. */
-__device__ __forceinline__ void announce_block(const qcoll__push_view_t &pv,
-                                               const BlockState *s) {
-  uint32_t *ctrl = push_control(pv, s);
-  if (atomicAdd(&ctrl[0], 1u) == gridDim.x - 1) {
-    ctrl[0] = 0;
-    ctrl[1] = s->oneshots + 1u;
-  }
-}
-
 template <typename T, typename Op>
 __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     push_kernel(qcoll__push_view_t pv, const T *send, T *recv, size_t count) {
@@ -187,7 +175,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
   __syncthreads();
   /* The next launch may start its preamble; its data waits for us. */
   grid_dependents_launch();
-  if (threadIdx.x == blockDim.x - 1) announce_block(pv, &s);
+  /* After that barrier the block has read the index: it counts itself out
+   * (ipc_sync.cuh) from a thread that holds no pack of a small message. */
+  if (threadIdx.x == blockDim.x - 1) count_out_of_launch(push_control(pv, &s));
 
   const int n = v.nranks, me = v.rank;
   const unsigned buffer = s.oneshots % QCOLL_PUSH_BUFFERS;

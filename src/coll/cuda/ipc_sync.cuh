@@ -263,6 +263,20 @@ __device__ __forceinline__ void block_begin(const qcoll__ipc_view_t &v,
   grid_dependents_launch();
 }
 
+/* A launch counter in device memory: control[0] counts the blocks of the
+ * running launch that are done with control[1], the launches completed.
+ * One thread per block, once its block has read control[1]: the block
+ * counts itself out, and the last block of the launch empties the count
+ * and advances the counter (so no block of the launch reads the advanced
+ * value).  The kernel advances it, never the host, so a captured graph
+ * replays correctly. */
+__device__ __forceinline__ void count_out_of_launch(uint32_t *control) {
+  if (atomicAdd(&control[0], 1u) == gridDim.x - 1) {
+    control[0] = 0;
+    control[1] += 1u;
+  }
+}
+
 __device__ __forceinline__ void block_end(const qcoll__ipc_view_t &v,
                                           const BlockState *s) {
   if (threadIdx.x == 0) *epoch_counter(v, s) = s->epoch;
