@@ -28,11 +28,17 @@
  *             after its reads (all ranks see the same descriptors, so all
  *             take it or none).  An in-place one-shot always stages (peers
  *             would read what the owner is overwriting).
- *  two-shot:  copy my input range into my region 0;  barrier 0;  the range
- *             is cut into nranks segments and rank r reduces segment r from
- *             every rank's region 0 into its own region 1;  barrier 1;
- *             everyone copies every segment from its owner's region 1 to
- *             its output.  No closing barrier is needed: my region 0 is
+ *  two-shot:  the range is cut into nranks segments, rank r owns segment
+ *             r.  Copy my input's packs of the other ranks' segments into
+ *             my region 0 (my own segment is read by me alone, in place
+ *             from my user buffer, when that holds whole 16-byte aligned
+ *             packs; else it is staged too);  barrier 0;  rank r reduces segment r
+ *             from every rank's region 0 (its own input in place) into its
+ *             own region 1 and its own output;  barrier 1;  everyone copies
+ *             every other segment from its owner's region 1 to its output.
+ *             In place, a rank overwrites its input's packs of segment p
+ *             (p != r) only after barrier 1, long after it staged them.
+ *             No closing barrier is needed: my region 0 is
  *             read by peers only before they arrive at barrier 1, which this
  *             launch waits for, and my region 1 is written by the next
  *             launch only after its barrier 0, which every peer reaches
@@ -147,13 +153,9 @@ __device__ __forceinline__ void copy_in(const qcoll__ipc_view_t &v,
     mine[i] = load_user(src, i, count, aligned).raw;
 }
 
-/* Pack i reduced over every rank's staged input (at byte `offset` of each
- * rank's buffer), in rank order.  All loads are issued before the first
- * add.  Loads bypass L1 (peers wrote the data). */
-template <typename T, typename Op, int kRanks = QCOLL_IPC_MAX_RANKS>
-__device__ __forceinline__ Pack<T> combine_packs(int nranks,
-                                                 const uint4 in[kRanks]);
-
+/* Pack i reduced over every rank's input, in rank order
+ * (reduce_in_rank_order, elem_ops.cuh).  All loads are issued before the
+ * first add.  Loads bypass L1 (peers wrote the data). */
 /* `src[p]`: where rank p's input of this launch lies in this process (its
  * staged region, or its registered user buffer), in shared memory. */
 template <typename T, typename Op>
@@ -165,40 +167,16 @@ __device__ __forceinline__ Pack<T> reduce_pack(const qcoll__ipc_view_t &v,
   for (int p = 0; p < QCOLL_IPC_MAX_RANKS; p++)
     if (p < v.nranks)
       in[p] = __ldcg(reinterpret_cast<const uint4 *>(src[p]) + i);
-  return combine_packs<T, Op>(v.nranks, in);
-}
-
-/* The packs in[0 .. nranks - 1] (nranks <= kRanks) combined in rank order
- * in fp32, rounded once. */
-template <typename T, typename Op, int kRanks>
-__device__ __forceinline__ Pack<T> combine_packs(int nranks,
-                                                 const uint4 in[kRanks]) {
-  constexpr int E = Pack<T>::kElems;
-  float acc[E];
-  Pack<T> x;
-  x.raw = in[0];
-#pragma unroll
-  for (int j = 0; j < E; j++) acc[j] = Elem<T>::to_f32(x.get(j));
-#pragma unroll
-  for (int p = 1; p < kRanks; p++) {
-    if (p < nranks) {
-      x.raw = in[p];
-#pragma unroll
-      for (int j = 0; j < E; j++)
-        acc[j] = Op::apply(acc[j], Elem<T>::to_f32(x.get(j)));
-    }
-  }
-  Pack<T> out;
-#pragma unroll
-  for (int j = 0; j < E; j++) out.set(j, Elem<T>::from_f32(acc[j]));
-  return out;
+  return reduce_in_rank_order<T, Op, QCOLL_IPC_MAX_RANKS>(in, v.nranks);
 }
 
 /* ---- two-shot: several 16-byte accesses in flight per thread ------------
  * A thread takes packs i, i + B, ..., i + (U - 1) B (B = blockDim.x) of a
  * range per round and issues all their loads before its first store, so U
- * accesses per thread are in flight instead of one; the rest of the range
- * (fewer than U B packs) goes one pack per thread.  The order of the
+ * accesses per thread are in flight instead of one.  The last round of a
+ * range skips the packs past its end, so a range shorter than U B (a
+ * segment of a few MiB split over the grid) still has all its loads in
+ * flight at once instead of going one pack per thread.  The order of the
  * arithmetic per pack is unchanged, so results are the same bits. */
 
 /* Packs of one round per thread when copying (input in, result out). */
@@ -220,27 +198,32 @@ __device__ __forceinline__ void twoshot_copy_in(const qcoll__ipc_view_t &v,
   const bool aligned = (reinterpret_cast<uintptr_t>(src) % kPackBytes) == 0;
   uint4 *mine = reinterpret_cast<uint4 *>(s->bases[v.rank] + offset);
   const size_t b = blockDim.x;
-  size_t i = begin + threadIdx.x;
-  for (; i + (U - 1) * b < end; i += U * b) {
+  for (size_t i = begin + threadIdx.x; i < end; i += U * b) {
     uint4 r[U];
 #pragma unroll
     for (int u = 0; u < U; u++)
-      r[u] = load_user(src, i + u * b, count, aligned).raw;
+      if (i + u * b < end) r[u] = load_user(src, i + u * b, count, aligned).raw;
 #pragma unroll
-    for (int u = 0; u < U; u++) mine[i + u * b] = r[u];
+    for (int u = 0; u < U; u++)
+      if (i + u * b < end) mine[i + u * b] = r[u];
   }
-  for (; i < end; i += b) mine[i] = load_user(src, i, count, aligned).raw;
 }
 
 /* Where the two-shot's reduced packs go: the owner's region 1 (peers copy
- * them out after barrier 1), or straight into every rank's registered
- * output (the owner is the only one to read or write its segment's packs,
- * in place too).  store_user writes only the elements below count. */
-struct RegionSink {
+ * them out after barrier 1) and the owner's own output, or straight into
+ * every rank's registered output (the owner is the only one to read or
+ * write its segment's packs, in place too).  store_user writes only the
+ * elements below count. */
+template <typename T>
+struct RegionAndOwnSink {
   uint4 *result;
-  template <typename T>
-  __device__ __forceinline__ void put(size_t i, const Pack<T> &x) const {
+  T *recv;
+  size_t count;
+  bool aligned;
+  template <typename U>
+  __device__ __forceinline__ void put(size_t i, const Pack<U> &x) const {
     result[i] = x.raw;
+    store_user(recv, i, count, aligned, x);
   }
 };
 struct DirectSink {
@@ -262,21 +245,21 @@ __device__ __forceinline__ void twoshot_reduce_range(
     size_t begin, size_t end) {
   const size_t b = blockDim.x;
   const int n = v.nranks;
-  size_t i = begin + threadIdx.x;
-  for (; i + (U - 1) * b < end; i += U * b) {
+  for (size_t i = begin + threadIdx.x; i < end; i += U * b) {
     uint4 in[U][kRanks];
 #pragma unroll
     for (int u = 0; u < U; u++)
 #pragma unroll
       for (int p = 0; p < kRanks; p++)
-        if (p < n)
+        if (p < n && i + u * b < end)
           in[u][p] =
               __ldcg(reinterpret_cast<const uint4 *>(src[p]) + i + u * b);
 #pragma unroll
     for (int u = 0; u < U; u++)
-      sink.template put<T>(i + u * b, combine_packs<T, Op, kRanks>(n, in[u]));
+      if (i + u * b < end)
+        sink.template put<T>(i + u * b,
+                             reduce_in_rank_order<T, Op, kRanks>(in[u], n));
   }
-  for (; i < end; i += b) sink.template put<T>(i, reduce_pack<T, Op>(v, src, i));
 }
 
 /* The reduction of my segment with as many packs per round as the world
@@ -304,19 +287,14 @@ __device__ __forceinline__ void twoshot_copy_out(T *recv, size_t count,
                                                  size_t begin, size_t end) {
   constexpr int U = kCopyUnroll;
   const size_t b = blockDim.x;
-  size_t i = begin + threadIdx.x;
-  for (; i + (U - 1) * b < end; i += U * b) {
+  for (size_t i = begin + threadIdx.x; i < end; i += U * b) {
     Pack<T> p[U];
 #pragma unroll
-    for (int u = 0; u < U; u++) p[u].raw = __ldcg(result + i + u * b);
+    for (int u = 0; u < U; u++)
+      if (i + u * b < end) p[u].raw = __ldcg(result + i + u * b);
 #pragma unroll
     for (int u = 0; u < U; u++)
-      store_user(recv, i + u * b, count, aligned, p[u]);
-  }
-  for (; i < end; i += b) {
-    Pack<T> p;
-    p.raw = __ldcg(result + i);
-    store_user(recv, i, count, aligned, p);
+      if (i + u * b < end) store_user(recv, i + u * b, count, aligned, p[u]);
   }
 }
 
@@ -392,18 +370,24 @@ __device__ __forceinline__ uint4 *desc_words(const qcoll__ipc_view_t &v,
       qcoll__ipc_desc_index(blockIdx.x, s->epoch, writer));
 }
 
-/* Rank t's pointers from its descriptor d (thread t).  False after
- * reporting when d names a registration this rank has not mapped. */
+/* Rank t's pointers from its descriptor d (thread t); an unregistered
+ * input of mine is at `own_src` when that is set (read in place), else
+ * staged.  False after reporting when d names a registration this rank
+ * has not mapped. */
 __device__ __forceinline__ bool resolve_rank(const qcoll__ipc_view_t &v,
                                              BlockState *s,
                                              const qcoll__ipc_ar_args_t &a,
                                              int t,
                                              const qcoll__ipc_reg_desc_t &d,
-                                             size_t staged, RegState *r) {
+                                             size_t staged,
+                                             const void *own_src,
+                                             RegState *r) {
   const bool me = t == v.rank;
   char *src = s->bases[t] + staged, *dst = nullptr;
   bool ok = true;
-  if (d.send.gen && me)
+  if (me && !d.send.gen && own_src)
+    src = const_cast<char *>(static_cast<const char *>(own_src));
+  else if (d.send.gen && me)
     src = const_cast<char *>(static_cast<const char *>(a.send));
   else if (d.send.gen)
     ok = mapped_ref(v, t, d.send, &src);
@@ -422,12 +406,15 @@ __device__ __forceinline__ bool resolve_rank(const qcoll__ipc_view_t &v,
 /* Barrier 0 of a one-shot or two-shot launch (block_barrier's protocol)
  * that also exchanges the ranks' descriptors when a.exchange, and fills r
  * with where every rank's input (its region at `staged`, or its user
- * buffer) and registered output lie.  False when the launch must stop. */
+ * buffer; mine at `own_src` when that is set) and registered output lie.
+ * False when the launch must stop. */
 __device__ __forceinline__ bool exchange_barrier(const qcoll__ipc_view_t &v,
                                                  BlockState *s,
                                                  const qcoll__ipc_ar_args_t &a,
                                                  const qcoll__ipc_reg_desc_t &mine,
-                                                 size_t staged, RegState *r) {
+                                                 size_t staged,
+                                                 const void *own_src,
+                                                 RegState *r) {
   __syncthreads(); /* the block's earlier writes happen before the flag */
   const int t = threadIdx.x;
   if (t < v.nranks) {
@@ -453,7 +440,7 @@ __device__ __forceinline__ bool exchange_barrier(const qcoll__ipc_view_t &v,
         d.send = d.recv = no_ref();
       }
     }
-    if (!resolve_rank(v, s, a, t, d, staged, r)) s->failed = 1;
+    if (!resolve_rank(v, s, a, t, d, staged, own_src, r)) s->failed = 1;
   }
   __syncthreads(); /* the acquires happen before the block's later reads */
   return !s->failed;
@@ -496,7 +483,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
   mine.send = a.send != a.recv ? own_ref(v, a, a.send_ref) : no_ref();
   mine.recv = no_ref();
   if (!mine.send.gen) copy_in(v, &s, staged, send, count, begin, end);
-  if (exchange_barrier(v, &s, a, mine, staged, &r)) {
+  if (exchange_barrier(v, &s, a, mine, staged, nullptr, &r)) {
     const bool aligned = (reinterpret_cast<uintptr_t>(recv) % kPackBytes) == 0;
     for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x)
       store_user(recv, i, count, aligned, reduce_pack<T, Op>(v, r.src, i));
@@ -507,6 +494,15 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
       block_end(v, &s);
   }
   oneshot_count_out(v, &s);
+}
+
+/* Packs [begin, end) of rank `owner`'s segment within a block's range
+ * [begin, begin + len). */
+__device__ __forceinline__ void segment_of(size_t begin, size_t len, int owner,
+                                           int n, size_t *seg_begin,
+                                           size_t *seg_end) {
+  *seg_begin = begin + len * (size_t)owner / (size_t)n;
+  *seg_end = begin + len * (size_t)(owner + 1) / (size_t)n;
 }
 
 template <typename T, typename Op>
@@ -523,29 +519,44 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
   block_range(packs, &begin, &end);
   const size_t len = end - begin;
   const int n = v.nranks;
+  size_t mine_begin, mine_end;
+  segment_of(begin, len, v.rank, n, &mine_begin, &mine_end);
 
   const size_t inputs =
       qcoll__ipc_region_offset(v.oneshot_bytes, v.region_bytes, 0);
   qcoll__ipc_reg_desc_t mine;
   mine.send = own_ref(v, a, a.send_ref);
   mine.recv = own_ref(v, a, a.recv_ref);
-  if (!mine.send.gen)
+  /* An unregistered input of whole, 16-byte aligned packs is staged for
+   * the peers' segments only: my own segment is read by no one but me, in
+   * place.  Any other is staged whole (a pack read in place past the
+   * input's end could leave its allocation). */
+  const bool in_place_mine =
+      !mine.send.gen && count % Pack<T>::kElems == 0 &&
+      (reinterpret_cast<uintptr_t>(send) % kPackBytes) == 0;
+  if (in_place_mine) {
+    twoshot_copy_in(v, &s, inputs, send, count, begin, mine_begin);
+    twoshot_copy_in(v, &s, inputs, send, count, mine_end, end);
+  } else if (!mine.send.gen) {
     twoshot_copy_in(v, &s, inputs, send, count, begin, end);
-  if (!exchange_barrier(v, &s, a, mine, inputs, &r)) return;
+  }
+  if (!exchange_barrier(v, &s, a, mine, inputs, in_place_mine ? send : nullptr,
+                        &r))
+    return;
 
   /* My segment, reduced from every rank's input (staged or in place) into
-   * every rank's output when all are registered, else into my region 1. */
+   * every rank's output when all are registered, else into my region 1
+   * and my own output. */
   const bool direct = all_of(r.recv_reg, n);
-  {
-    size_t seg_begin = begin + len * (size_t)v.rank / (size_t)n;
-    size_t seg_end = begin + len * (size_t)(v.rank + 1) / (size_t)n;
-    if (direct) {
-      DirectSink sink = {r.dst, n, count};
-      twoshot_reduce<T, Op>(v, r.src, sink, seg_begin, seg_end);
-    } else {
-      RegionSink sink = {reinterpret_cast<uint4 *>(region(v, &s, v.rank, 1))};
-      twoshot_reduce<T, Op>(v, r.src, sink, seg_begin, seg_end);
-    }
+  const bool aligned = (reinterpret_cast<uintptr_t>(recv) % kPackBytes) == 0;
+  if (direct) {
+    DirectSink sink = {r.dst, n, count};
+    twoshot_reduce<T, Op>(v, r.src, sink, mine_begin, mine_end);
+  } else {
+    RegionAndOwnSink<T> sink = {
+        reinterpret_cast<uint4 *>(region(v, &s, v.rank, 1)), recv, count,
+        aligned};
+    twoshot_reduce<T, Op>(v, r.src, sink, mine_begin, mine_end);
   }
   if (!block_barrier(v, 1, &s)) return;
   if (direct) {
@@ -553,13 +564,13 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     return;
   }
 
-  /* Every segment from its owner, starting with mine so that ranks do not
-   * all read owner 0 first. */
-  const bool aligned = (reinterpret_cast<uintptr_t>(recv) % kPackBytes) == 0;
-  for (int k = 0; k < n; k++) {
+  /* Every peer's segment from its owner, nearest first so that ranks do
+   * not all read owner 0 first.  In place, my input's packs there were
+   * staged before barrier 0, so overwriting them now loses nothing. */
+  for (int k = 1; k < n; k++) {
     int owner = (v.rank + k) % n;
-    size_t seg_begin = begin + len * (size_t)owner / (size_t)n;
-    size_t seg_end = begin + len * (size_t)(owner + 1) / (size_t)n;
+    size_t seg_begin, seg_end;
+    segment_of(begin, len, owner, n, &seg_begin, &seg_end);
     const uint4 *result =
         reinterpret_cast<const uint4 *>(region(v, &s, owner, 1));
     twoshot_copy_out(recv, count, aligned, result, seg_begin, seg_end);
