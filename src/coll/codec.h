@@ -14,7 +14,9 @@
  *   time: quad_bytes, pack_quad, quad_code; device only: warp_encode,
  *   warp_decode (one group per warp); segment_max, segment_encode,
  *   segment_decode, store_quad_aligned, segment_rotate, segment_unrotate
- *   (four elements per lane).
+ *   (four elements per lane), segment_encode_sets, segment_decode_sets
+ *   (several groups per lane); plain groups (host and device): plain,
+ *   plain_inv, plain_step, plain_quad, plain_value.
  * fmt is QCOLL_QUANT_FP8, _INT8, _INT6, _INT4 or _INT3; for any other value
  * sizes are 0 and nothing is written.  Host f16/bf16 data converts to and
  * from f32 with base/dtype.h.
@@ -265,6 +267,15 @@ QCOLL_HD float qcoll__codec_fma(float a, float b, float c) {
 #endif
 }
 
+/* fl(a + b). */
+QCOLL_HD float qcoll__codec_add(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+
 /* Round an f32 holding a value of magnitude < 2^31 to the nearest integer,
  * ties to even. */
 QCOLL_HD int32_t qcoll__codec_rint(float t) {
@@ -494,9 +505,10 @@ QCOLL_HD uint32_t qcoll__codec_encode_lane(qcoll_quant_t fmt, float x,
   if (s.nonfinite) return qcoll__codec_zero_code(fmt);
   float t = qcoll__codec_mul(qcoll__codec_mul(x, s.pre), s.inv);
   if (fmt == QCOLL_QUANT_FP8) return qcoll__codec_e4m3_from_f32(t);
-  float r = (float)qcoll__codec_range(fmt);
-  /* Clamping before rounding equals clamping after: R is an integer. */
-  t = t > r ? r : (t < -r ? -r : t);
+  /* No clamp is needed: |x * p| <= a, so |t| <= fl(a * inv), which is
+   * within R * 2^-21 of R (see "Why the largest element lands EXACTLY on
+   * R"), and rounding gives a q in [-R, R]; an all-zero group has inv = 0,
+   * t = +-0, q = 0. */
   return (uint32_t)(qcoll__codec_rint(t) + (int32_t)qcoll__codec_range(fmt));
 }
 
@@ -649,6 +661,85 @@ QCOLL_HD uint32_t qcoll__codec_quad_code(qcoll_quant_t fmt, uint32_t quad,
   return (quad >> (b * (uint32_t)j)) & ((1u << b) - 1u);
 }
 
+/* ---- plain groups: the same bits with fewer operations ----------------- */
+
+/* A group is plain when its amax (or stored scale) bits are 0 or at least
+ * QCOLL_CODEC_TINY_BITS and finite: then p = 1, nothing is non-finite, and
+ * encoding and decoding reduce to the operations below, which give exactly
+ * the bits of encode_lane / decode_lane (test_codec and codec_emu check
+ * it).  Kernels take these paths when every group of a warp step is plain
+ * (one vote), else the general ones. */
+QCOLL_HD int qcoll__codec_plain(uint32_t bits) {
+  return bits < QCOLL_CODEC_INF_BITS &&
+         (bits >= QCOLL_CODEC_TINY_BITS || bits == 0);
+}
+
+/* enc_scale(fmt, amax_bits).inv of a plain group. */
+QCOLL_HD float qcoll__codec_plain_inv(qcoll_quant_t fmt, uint32_t amax_bits) {
+  return amax_bits == 0
+             ? 0.0f
+             : qcoll__codec_inv_scale(fmt, qcoll__codec_bits_to_f32(amax_bits));
+}
+
+/* dec_scale(fmt, bits).step of a plain group (0 for amax = 0: the
+ * residual of 0 / R is +0). */
+QCOLL_HD float qcoll__codec_plain_step(qcoll_quant_t fmt, float amax) {
+  return qcoll__codec_step_scale(fmt, amax);
+}
+
+/* 1.5 * 2^23: for |t| <= 2^22, fl(t + M) = M + rint(t) (ties to even, the
+ * rounding of the addition itself), and the bits of that sum are
+ * 0x4b400000 + rint(t): one addition in place of a conversion. */
+#define QCOLL_CODEC_RINT_MAGIC 12582912.0f
+#define QCOLL_CODEC_RINT_MAGIC_BITS 0x4b400000u
+
+/* Four codes of a plain group packed as pack_quad lays them out, from the
+ * values and inv.  INT: with B_j the bits of fl(fl(x_j * inv) + M), code_j
+ * = B_j - 0x4b400000 + R, and sum_j code_j * 2^(b j) is, modulo 2^32,
+ * sum_j B_j * 2^(b j) + (R - 0x4b400000) * sum_j 2^(b j): three
+ * multiply-adds and one addition (the true sum is below 2^32, so the
+ * modular one is it).  FP8: the e4m3 bytes of fl(x * inv). */
+QCOLL_HD uint32_t qcoll__codec_plain_quad(qcoll_quant_t fmt, const float x[4],
+                                          float inv) {
+  const uint32_t b = qcoll__codec_code_bits(fmt);
+  uint32_t c[4];
+  int j;
+  if (fmt == QCOLL_QUANT_FP8) {
+    for (j = 0; j < 4; j++)
+      c[j] = qcoll__codec_e4m3_from_f32(qcoll__codec_mul(x[j], inv));
+    return qcoll__codec_pack_quad(fmt, c);
+  }
+  for (j = 0; j < 4; j++)
+    c[j] = qcoll__codec_f32_to_bits(qcoll__codec_add(
+        qcoll__codec_mul(x[j], inv), QCOLL_CODEC_RINT_MAGIC));
+  const uint32_t weights = 1u + (1u << b) + (1u << 2 * b) + (1u << 3 * b);
+  const uint32_t bias =
+      (qcoll__codec_range(fmt) - QCOLL_CODEC_RINT_MAGIC_BITS) * weights;
+  return ((c[3] * (1u << b) + c[2]) * (1u << b) + c[1]) * (1u << b) + c[0] +
+         bias;
+}
+
+/* Value of a code of a plain group with step and amax (dec_scale's): INT
+ * v = code - R as fl(bits(0x4b000000 | code) - (2^23 + R)) (exact), then
+ * fl(v * step) with its magnitude clamped to amax (the clamp of
+ * decode_lane: y is never NaN, and for y = +-0 both give y). */
+QCOLL_HD float qcoll__codec_plain_value(qcoll_quant_t fmt, uint32_t code,
+                                        float step, float amax) {
+  float v;
+  if (fmt == QCOLL_QUANT_FP8) {
+    if ((code & 0x7fu) == 0x7fu)
+      return qcoll__codec_bits_to_f32(QCOLL_CODEC_NAN_BITS);
+    v = qcoll__codec_e4m3_to_f32(code);
+  } else {
+    v = qcoll__sub_rn_f32(qcoll__codec_bits_to_f32(0x4b000000u | code),
+                          (float)(8388608u + qcoll__codec_range(fmt)));
+  }
+  const float y = qcoll__codec_mul(v, step);
+  const float m = fminf(fabsf(y), amax);
+  return qcoll__codec_bits_to_f32(qcoll__codec_f32_to_bits(m) |
+                                  (qcoll__codec_f32_to_bits(y) & 0x80000000u));
+}
+
 /* ---- whole groups and buffers ----------------------------------------- */
 
 /* Encode 32 values into one group of qcoll__codec_group_bytes(fmt) bytes. */
@@ -751,14 +842,6 @@ QCOLL_HD void qcoll__codec_decode(qcoll_quant_t fmt, const uint8_t *in,
  * becomes rotated values like the others, and only the real values are
  * taken after the inverse. */
 #define QCOLL_CODEC_ROT_SIGNS 0x6a09e667u /* fractional bits of sqrt(2) */
-
-QCOLL_HD float qcoll__codec_add(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
 
 /* Element i with its sign flipped when bit i of the sign pattern is set. */
 QCOLL_HD float qcoll__codec_rot_sign(float x, int i) {
@@ -927,6 +1010,139 @@ static __device__ __forceinline__ uint32_t qcoll__codec_segment_encode(
     c[j] = qcoll__codec_encode_lane(fmt, x[j], s);
   *stored = s.stored;
   return qcoll__codec_pack_quad(fmt, c);
+}
+
+/* ---- several sets of groups per lane (device only) --------------------- */
+
+/* A lane that holds four values of each of kSets groups (kSets = 1, 2, 4
+ * or 8: "sets" of four consecutive groups, group u of the lane's segment
+ * in set u) needs each group's amax.  One set costs three shuffles and
+ * three maxima per lane, and every lane then derives the same scale.  For
+ * kSets sets the maxima are reduced and scattered instead: at the level of
+ * partner k ^ m (m = 4, 2, 1) a lane holding h > 1 partial maxima sends
+ * half of them and keeps the other half (the upper lane the second half),
+ * so that after the three levels lane k holds the full maximum of group
+ * k / (8 / kSets) only: 4 shuffles for four sets (against 12), 7 for
+ * eight (against 24), and one scale per lane to derive. */
+template <int kSets>
+static __device__ __forceinline__ uint32_t qcoll__codec_segment_scatter_max(
+    const uint32_t own[kSets], int k) {
+  static_assert(kSets == 1 || kSets == 2 || kSets == 4 || kSets == 8,
+                "1, 2, 4 or 8 sets");
+  uint32_t held[kSets];
+#pragma unroll
+  for (int u = 0; u < kSets; u++) held[u] = own[u];
+#pragma unroll
+  for (int m = QCOLL_CODEC_SEG_LANES / 2; m > 0; m >>= 1) {
+    const int h = kSets * m / 4 > 1 ? kSets * m / 4 : 1;
+    if (h == 1) {
+      const uint32_t w = __shfl_xor_sync(0xffffffffu, held[0], m);
+      held[0] = w > held[0] ? w : held[0];
+    } else {
+      const bool upper = (k & m) != 0;
+#pragma unroll
+      for (int i = 0; i < h / 2; i++) {
+        const uint32_t send = upper ? held[i] : held[i + h / 2];
+        const uint32_t keep = upper ? held[i + h / 2] : held[i];
+        const uint32_t w = __shfl_xor_sync(0xffffffffu, send, m);
+        held[i] = w > keep ? w : keep;
+      }
+    }
+  }
+  return held[0];
+}
+
+/* The lane of x's segment that holds group u's maximum after
+ * segment_scatter_max (lane is the caller's lane in the warp). */
+template <int kSets>
+static __device__ __forceinline__ int qcoll__codec_scatter_lane(int lane,
+                                                                int u) {
+  return (lane & ~(QCOLL_CODEC_SEG_LANES - 1)) |
+         (u * (QCOLL_CODEC_SEG_LANES / kSets));
+}
+
+/* Encode the lane's four values of each of kSets groups (group u of the
+ * lane's segment: x[u]); quad[u] are its four codes of group u packed
+ * (pack_quad), stored[u] group u's stored scale.  Every lane of the warp
+ * calls it with the same kSets.  When every group of the warp is plain
+ * (one vote) the lane derives the scale of the one group it holds the
+ * maximum of and shares inv and the amax by two shuffles per group;
+ * otherwise every lane derives every group's scale (enc_scale) as
+ * segment_encode does.  Both give segment_encode's bits. */
+template <int kSets>
+static __device__ __forceinline__ void qcoll__codec_segment_encode_sets(
+    qcoll_quant_t fmt, const float x[kSets][QCOLL_CODEC_LANE_VALUES],
+    int lane, uint32_t stored[kSets], uint32_t quad[kSets]) {
+  uint32_t own[kSets];
+#pragma unroll
+  for (int u = 0; u < kSets; u++) {
+    own[u] = 0;
+#pragma unroll
+    for (int j = 0; j < QCOLL_CODEC_LANE_VALUES; j++) {
+      const uint32_t b = qcoll__codec_abs_bits(x[u][j]);
+      own[u] = b > own[u] ? b : own[u];
+    }
+  }
+  const uint32_t amax = qcoll__codec_segment_scatter_max<kSets>(
+      own, lane % QCOLL_CODEC_SEG_LANES);
+  if (__all_sync(0xffffffffu, qcoll__codec_plain(amax))) {
+    const float inv = qcoll__codec_plain_inv(fmt, amax);
+#pragma unroll
+    for (int u = 0; u < kSets; u++) {
+      const int src = qcoll__codec_scatter_lane<kSets>(lane, u);
+      stored[u] = __shfl_sync(0xffffffffu, amax, src);
+      quad[u] = qcoll__codec_plain_quad(fmt, x[u],
+                                        __shfl_sync(0xffffffffu, inv, src));
+    }
+  } else {
+#pragma unroll
+    for (int u = 0; u < kSets; u++) {
+      const qcoll__codec_enc_t s = qcoll__codec_enc_scale(
+          fmt, __shfl_sync(0xffffffffu, amax,
+                           qcoll__codec_scatter_lane<kSets>(lane, u)));
+      uint32_t c[QCOLL_CODEC_LANE_VALUES];
+#pragma unroll
+      for (int j = 0; j < QCOLL_CODEC_LANE_VALUES; j++)
+        c[j] = qcoll__codec_encode_lane(fmt, x[u][j], s);
+      stored[u] = s.stored;
+      quad[u] = qcoll__codec_pack_quad(fmt, c);
+    }
+  }
+}
+
+/* Decode the lane's four values of each of kGroups groups from their
+ * stored scales and the lane's packed codes (quad_code order).  Every lane
+ * of the warp calls it with the same kGroups: when every group of the warp
+ * is plain (one vote) each is decoded by plain_value, else by dec_scale
+ * and decode_lane; the same bits either way. */
+template <int kGroups>
+static __device__ __forceinline__ void qcoll__codec_segment_decode_sets(
+    qcoll_quant_t fmt, const uint32_t scale[kGroups],
+    const uint32_t quad[kGroups], float y[kGroups][QCOLL_CODEC_LANE_VALUES]) {
+  bool plain = true;
+#pragma unroll
+  for (int u = 0; u < kGroups; u++)
+    plain = plain && qcoll__codec_plain(scale[u] & 0x7fffffffu);
+  if (__all_sync(0xffffffffu, plain)) {
+#pragma unroll
+    for (int u = 0; u < kGroups; u++) {
+      const float amax = qcoll__codec_bits_to_f32(scale[u] & 0x7fffffffu);
+      const float step = qcoll__codec_plain_step(fmt, amax);
+#pragma unroll
+      for (int j = 0; j < QCOLL_CODEC_LANE_VALUES; j++)
+        y[u][j] = qcoll__codec_plain_value(
+            fmt, qcoll__codec_quad_code(fmt, quad[u], j), step, amax);
+    }
+  } else {
+#pragma unroll
+    for (int u = 0; u < kGroups; u++) {
+      const qcoll__codec_dec_t s = qcoll__codec_dec_scale(fmt, scale[u]);
+#pragma unroll
+      for (int j = 0; j < QCOLL_CODEC_LANE_VALUES; j++)
+        y[u][j] = qcoll__codec_decode_lane(
+            fmt, qcoll__codec_quad_code(fmt, quad[u], j), s);
+    }
+  }
 }
 
 /* What lane k of its segment writes (qcoll__codec_share_bytes(fmt, k)

@@ -510,6 +510,14 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     twoshot_kernel(qcoll__ipc_view_t v, qcoll__ipc_ar_args_t a) {
   __shared__ BlockState s;
   __shared__ RegState r;
+  /* My registry row is checked as the grid may read memory (after the
+   * grid dependency, as block_begin reads its counters; its second wait
+   * returns at once), so that these loads and block_begin's are in flight
+   * together: one memory latency before the first barrier, not two. */
+  grid_dependency_wait();
+  qcoll__ipc_reg_desc_t mine;
+  mine.send = own_ref(v, a, a.send_ref);
+  mine.recv = own_ref(v, a, a.recv_ref);
   block_begin(v, &s);
   const T *send = static_cast<const T *>(a.send);
   T *recv = static_cast<T *>(a.recv);
@@ -524,9 +532,6 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
 
   const size_t inputs =
       qcoll__ipc_region_offset(v.oneshot_bytes, v.region_bytes, 0);
-  qcoll__ipc_reg_desc_t mine;
-  mine.send = own_ref(v, a, a.send_ref);
-  mine.recv = own_ref(v, a, a.recv_ref);
   /* An unregistered input of whole, 16-byte aligned packs is staged for
    * the peers' segments only: my own segment is read by no one but me, in
    * place.  Any other is staged whole (a pack read in place past the

@@ -60,10 +60,16 @@
  * the set (group l / 8 of it, as lane k = l % 8 of its segment), so one
  * warp access covers 128 consecutive values: an 8-byte (f16/bf16) or
  * 16-byte (f32) load or store per lane.
- *  - Encoding (phases 1 and 2): the group's amax is the max of the lane's
- *    four abs_bits, then of its segment (shuffle xor 4, 2, 1); every lane
- *    derives the scale itself (enc_scale: no division), encodes its four
- *    values (encode_lane), packs them (pack_quad) and stores its
+ *  - Encoding (phases 1 and 2), a step's sets together (codec.h's
+ *    segment_encode_sets): each group's amax is the max of the lanes' four
+ *    abs_bits, reduced and scattered over the segment so that one lane
+ *    pair holds each group's; when every group of the warp is plain (one
+ *    vote: zero, or amax >= 2^-64 and finite) that pair derives the scale
+ *    (no division) and shares inv and amax by two shuffles, and every lane
+ *    encodes by a multiply, a rounding addition and multiply-add packing;
+ *    otherwise every lane derives every scale (enc_scale) and encodes
+ *    its values by encode_lane; the same bits.  A lane packs its four codes
+ *    (pack_quad) and stores its
  *    share_bytes = 4, 3 or 2 bytes at group + 4 + share_offset (INT3: even
  *    lanes 3 bytes, their quad and their odd neighbour's); lane 0 of the
  *    segment stores the scale word.  No byte has two writers, so remote
@@ -71,8 +77,10 @@
  *  - Decoding (phases 2 and 3): every lane loads the group's scale word and
  *    the aligned word(s) holding its code bytes (INT6: two words when its 3
  *    bytes straddle them) with __ldcg (peers wrote them: L2, never L1),
- *    derives the scale (dec_scale) and decodes four values (quad_code,
- *    decode_lane).
+ *    and decodes its values of the step's groups together
+ *    (segment_decode_sets: plain_value, a subtraction, a multiply and a
+ *    magnitude clamp, when every group of the warp is plain; else
+ *    dec_scale and decode_lane; the same bits).
  *  - Work is handed out in warp steps of several sets (kEncodeSets,
  *    kDecodeSets, kReduceLoads); a step issues all its loads before it uses
  *    the first, so memory latency is paid once per step (phase 2: once per
@@ -259,38 +267,34 @@ struct LaneCode {
   uint32_t quad;
 };
 
-/* Encode the lane's four values of a group held by its segment (codec.h
- * "Four elements per lane"); quad is what the lane stores (segment_share:
- * for INT3 an even lane's quad and its odd neighbour's).  Every lane of
- * the warp calls it. */
-template <int F>
-__device__ __forceinline__ LaneCode encode_values(const float x[kLaneValues]) {
+/* Encode the lane's four values of each of kSets groups (x[u]: group u
+ * of its segment's, codec.h "several sets of groups per lane"); c[u].quad
+ * is what the lane stores of group u (segment_share: for INT3 an even
+ * lane's quad and its odd neighbour's).  Every lane of the warp calls it. */
+template <int F, int kSets>
+__device__ __forceinline__ void encode_sets(const float x[kSets][kLaneValues],
+                                            int lane, LaneCode c[kSets]) {
   constexpr qcoll_quant_t fmt = static_cast<qcoll_quant_t>(F);
-  LaneCode c;
-  c.quad = qcoll__codec_segment_share(
-      fmt, qcoll__codec_segment_encode(fmt, x, &c.scale));
-  return c;
+  uint32_t stored[kSets], quad[kSets];
+  qcoll__codec_segment_encode_sets<kSets>(fmt, x, lane, stored, quad);
+#pragma unroll
+  for (int u = 0; u < kSets; u++)
+    c[u] = LaneCode{stored[u], qcoll__codec_segment_share(fmt, quad[u])};
 }
 
-/* The lane's four values of a group, from its stored scale and codes. */
-template <int F>
-__device__ __forceinline__ void decode_quad(qcoll__codec_dec_t s, LaneCode c,
-                                            float y[kLaneValues]) {
-  qcoll__codec_segment_decode(static_cast<qcoll_quant_t>(F), s, c.quad, y);
-}
-
-/* The same, taking decode_lane's test of a non-finite group once per four
- * values rather than once per value: each branch is the same call, but
- * knowing the flag lets the compiler drop the test from the values. */
-template <int F>
-__device__ __forceinline__ void decode_values(LaneCode c,
-                                              float y[kLaneValues]) {
-  constexpr qcoll_quant_t fmt = static_cast<qcoll_quant_t>(F);
-  const qcoll__codec_dec_t s = qcoll__codec_dec_scale(fmt, c.scale);
-  if (s.nonfinite)
-    decode_quad<F>(s, c, y);
-  else
-    decode_quad<F>(s, c, y);
+/* The lane's four values of each of kGroups groups, from their stored
+ * scales and its codes.  Every lane of the warp calls it. */
+template <int F, int kGroups>
+__device__ __forceinline__ void decode_sets(const LaneCode c[kGroups],
+                                            float y[kGroups][kLaneValues]) {
+  uint32_t scale[kGroups], quad[kGroups];
+#pragma unroll
+  for (int u = 0; u < kGroups; u++) {
+    scale[u] = c[u].scale;
+    quad[u] = c[u].quad;
+  }
+  qcoll__codec_segment_decode_sets<kGroups>(static_cast<qcoll_quant_t>(F),
+                                            scale, quad, y);
 }
 
 /* Encoded groups in the IPC regions: slots are 16-byte aligned and groups
@@ -516,15 +520,18 @@ __device__ __forceinline__ void encode_step(const T *src, bool vec,
   for (int u = 0; u < kEncodeSets; u++)
     raw[u] = load_values(src + u * kSegsPerWarp * QCOLL_CODEC_GROUP,
                          set_avail(t, u), vec);
+  float x[kEncodeSets][kLaneValues];
 #pragma unroll
   for (int u = 0; u < kEncodeSets; u++) {
-    float x[kLaneValues];
 #pragma unroll
-    for (int j = 0; j < kLaneValues; j++) x[j] = value_of(raw[u], j);
-    if (rot) qcoll__codec_segment_rotate(x, k);
-    const LaneCode c = encode_values<F>(x);
-    if (set_live(t, u)) store_code<F>(dst + u * kSegsPerWarp * gb, k, c);
+    for (int j = 0; j < kLaneValues; j++) x[u][j] = value_of(raw[u], j);
+    if (rot) qcoll__codec_segment_rotate(x[u], k);
   }
+  LaneCode c[kEncodeSets];
+  encode_sets<F, kEncodeSets>(x, lane, c);
+#pragma unroll
+  for (int u = 0; u < kEncodeSets; u++)
+    if (set_live(t, u)) store_code<F>(dst + u * kSegsPerWarp * gb, k, c[u]);
 }
 
 /* Phase 1: my piece of every segment, encoded, into its owner's region 0
@@ -607,19 +614,24 @@ __device__ __forceinline__ void reduce_step(const qcoll__ipc_view_t &v,
   for (int p0 = 0; p0 < n; p0 += kChunk) {
     RawCode c[kSets][kChunk];
     load_chunk<F, kSets, kChunk>(in, slot_bytes, p0, n, t, lane, c);
+    LaneCode q[kSets * kChunk];
+#pragma unroll
+    for (int u = 0; u < kSets; u++)
+#pragma unroll
+      for (int p = 0; p < kChunk; p++) q[u * kChunk + p] = raw_quad<F>(c[u][p], k);
+    float y[kSets * kChunk][kLaneValues];
+    decode_sets<F, kSets * kChunk>(q, y);
 #pragma unroll
     for (int u = 0; u < kSets; u++)
 #pragma unroll
       for (int p = 0; p < kChunk; p++)
         if (p0 + p < n) {
-          float y[kLaneValues];
-          decode_values<F>(raw_quad<F>(c[u][p], k), y);
 #pragma unroll
           for (int j = 0; j < kLaneValues; j++)
-            acc[u][j] = p0 + p == 0 ? y[j] : __fadd_rn(acc[u][j], y[j]);
+            acc[u][j] = p0 + p == 0 ? y[u * kChunk + p][j]
+                                    : __fadd_rn(acc[u][j], y[u * kChunk + p][j]);
         }
   }
-  LaneCode sum[kSets];
 #pragma unroll
   for (int u = 0; u < kSets; u++) {
     /* The padding of the last group: zero again, whatever it decoded to. */
@@ -627,8 +639,9 @@ __device__ __forceinline__ void reduce_step(const qcoll__ipc_view_t &v,
 #pragma unroll
     for (int j = 0; j < kLaneValues; j++)
       if (j >= avail) acc[u][j] = 0.0f;
-    sum[u] = encode_values<F>(acc[u]);
   }
+  LaneCode sum[kSets];
+  encode_sets<F, kSets>(acc, lane, sum);
   for (int i = 0; i < n; i++) {
     const int q = (v.rank + 1 + i) % n;
     uint8_t *dst = reinterpret_cast<uint8_t *>(s->bases[q]) + out;
@@ -690,13 +703,16 @@ __device__ __forceinline__ void decode_step(const uint8_t *src, T *dst,
       c[u] = load_code<F>(src + u * kSegsPerWarp * gb,
                           codes + u * kSegsPerWarp * gb, k);
   }
+  LaneCode q[kDecodeSets];
+#pragma unroll
+  for (int u = 0; u < kDecodeSets; u++) q[u] = raw_quad<F>(c[u], k);
+  float y[kDecodeSets][kLaneValues];
+  decode_sets<F, kDecodeSets>(q, y);
 #pragma unroll
   for (int u = 0; u < kDecodeSets; u++) {
-    float y[kLaneValues];
-    decode_values<F>(raw_quad<F>(c[u], k), y);
-    if (rot) qcoll__codec_segment_unrotate(y, k);
+    if (rot) qcoll__codec_segment_unrotate(y[u], k);
     store_values(dst + u * kSegsPerWarp * QCOLL_CODEC_GROUP, set_avail(t, u),
-                 vec, y);
+                 vec, y[u]);
   }
 }
 

@@ -16,18 +16,21 @@
  *    first one.  Warps take steps in a grid-stride loop; the grid gives
  *    every warp one step, up to kWaves rounds of the blocks the SMs hold
  *    at once.
- *  - Encode: amax = max of the lane's four abs_bits, then of the segment
- *    (shuffle xor 4, 2, 1); every lane computes the scale itself
- *    (enc_scale: a Newton reciprocal per four values, no division),
- *    encodes its four values (encode_lane), packs them (pack_quad) and
+ *  - Encode (codec.h's segment_encode_sets over the step's sets): amax =
+ *    max of the lane's four abs_bits, reduced and scattered over the
+ *    segment; plain warps derive each scale once per lane pair (a Newton
+ *    reciprocal, no division) and share it, others derive every scale in
+ *    every lane (enc_scale); the lane encodes its four values, packs them
+ *    (pack_quad) and
  *    writes its share_bytes(fmt, k) = 4 / 3 / 2 bytes at group + 4 +
  *    share_offset(fmt, k) (INT3: even lanes write 3 bytes, their quad and
  *    their odd neighbour's, taken by one shuffle); lane 0 of the segment
  *    writes the scale.  No byte is written by two lanes.
  *  - Decode: every lane reads the group's scale word and its own code
  *    bytes (INT3: the pair's 3, its quad share_shift bits up), derives
- *    the scale (dec_scale), decodes four values (quad_code, decode_lane)
- *    and writes them with one 16-byte store.
+ *    the scale and decodes four values per group (segment_decode_sets:
+ *    plain_value in plain warps, else dec_scale and decode_lane) and
+ *    writes them with one 16-byte store.
  *  - Steps wholly inside n run without bounds checks; the last step checks
  *    every group (g < groups: no bytes past the last group) and every
  *    value (index < n: padding reads 0, decoding writes only n values).
@@ -250,16 +253,16 @@ __device__ __forceinline__ void segment_encode_step(
         (g0 + (size_t)u * kSegsPerWarp) * QCOLL_CODEC_GROUP +
             (size_t)lane * kLaneValues,
         n, x[u]);
+  /* every lane, past the end too: full-mask shuffles */
+  uint32_t stored[kEncUnroll], quads[kEncUnroll];
+  qcoll__codec_segment_encode_sets<kEncUnroll>(fmt, x, lane, stored, quads);
 #pragma unroll
   for (int u = 0; u < kEncUnroll; u++) {
-    /* every lane, past the end too: full-mask shuffles */
-    uint32_t stored;
-    const uint32_t quad = qcoll__codec_segment_share(
-        fmt, qcoll__codec_segment_encode(fmt, x[u], &stored));
+    const uint32_t quad = qcoll__codec_segment_share(fmt, quads[u]);
     const size_t g = g0 + (size_t)u * kSegsPerWarp + seg;
     if (kChecked && g >= groups) continue;
     uint8_t *group = out + g * gb;
-    if (k == 0) store_scale<kAligned>(group, stored);
+    if (k == 0) store_scale<kAligned>(group, stored[u]);
     store_quad<kAligned>(group + QCOLL_CODEC_SCALE_BYTES + so, sb, quad, so);
   }
 }
@@ -287,17 +290,15 @@ __device__ __forceinline__ void segment_decode_step(
                                   so) >>
               qcoll__codec_share_shift(fmt, k);
   }
+  float y[kDecUnroll][kLaneValues];
+  qcoll__codec_segment_decode_sets<kDecUnroll>(fmt, scale, quad, y);
 #pragma unroll
-  for (int u = 0; u < kDecUnroll; u++) {
-    float y[kLaneValues];
-    qcoll__codec_segment_decode(fmt, qcoll__codec_dec_scale(fmt, scale[u]),
-                                quad[u], y);
+  for (int u = 0; u < kDecUnroll; u++)
     store_values<kAligned, kChecked>(
         out,
         (g0 + (size_t)u * kSegsPerWarp) * QCOLL_CODEC_GROUP +
             (size_t)lane * kLaneValues,
-        n, y);
-  }
+        n, y[u]);
 }
 
 /* Steps of kStep groups go to warps in a grid-stride loop; the bounds are

@@ -173,12 +173,19 @@ static void fill_group(float *x, int kind, qcoll_quant_t fmt, qd_rng_t *s) {
 
 static const int KINDS = 11;
 
+/* The kinds whose groups are plain (codec.h: zero or amax >= 2^-64, and
+ * finite), so that whole warp steps take the kernels' plain paths. */
+static const int PLAIN_KINDS[] = {1, 2, 3, 4, 6, 8, 10};
+
 static std::vector<float> make_values(size_t n, qcoll_quant_t fmt,
-                                      uint64_t seed) {
+                                      uint64_t seed, bool plain = false) {
   std::vector<float> x(qcoll__codec_groups(n) * QCOLL_CODEC_GROUP);
   qd_rng_t s = {seed};
-  for (size_t g = 0; g * QCOLL_CODEC_GROUP < n; g++)
-    fill_group(&x[g * QCOLL_CODEC_GROUP], (int)(qd_next(&s) % KINDS), fmt, &s);
+  for (size_t g = 0; g * QCOLL_CODEC_GROUP < n; g++) {
+    const uint64_t r = qd_next(&s);
+    const int kind = plain ? PLAIN_KINDS[r % 7] : (int)(r % KINDS);
+    fill_group(&x[g * QCOLL_CODEC_GROUP], kind, fmt, &s);
+  }
   x.resize(n);
   return x;
 }
@@ -297,8 +304,18 @@ static void check_buffers(size_t max_values) {
     for (size_t n : sizes) {
       if (n > max_values) continue;
       std::vector<float> x = make_values(n, fmt, seed++);
+      std::vector<float> xp = make_values(n, fmt, seed++, true);
       std::vector<uint8_t> enc(qcoll__codec_encoded_bytes(fmt, n));
+      std::vector<uint8_t> encp(enc.size());
       qcoll__codec_encode(fmt, x.data(), n, enc.data());
+      qcoll__codec_encode(fmt, xp.data(), n, encp.data());
+      /* every whole group plain: the kernels' plain paths on whole warp
+       * steps (a partial last group of one random pattern may be tiny) */
+      for (uint32_t g = 0; g < (uint32_t)(n / QCOLL_CODEC_GROUP); g++)
+        if (!qcoll__codec_plain(qcoll__codec_load_scale(
+                &encp[g * qcoll__codec_group_bytes(fmt)]) & 0x7fffffffu))
+          FAIL("%s n=%zu: group %u of the plain data is not plain",
+               fmt_name(fmt), n, g);
       /* Arbitrary bytes: every scale and code the decoder may meet. */
       std::vector<uint8_t> junk(enc.size());
       qd_rng_t s = {seed * 7919};
@@ -308,6 +325,8 @@ static void check_buffers(size_t max_values) {
           /* the largest buffers in the aligned and one unaligned place */
           if (n > 5000 && pl[0] + pl[1] != 0 && pl[0] != 12) continue;
           check_encode(fmt, v, x, pl[0], pl[1], "values");
+          check_encode(fmt, v, xp, pl[0], pl[1], "plain values");
+          check_decode(fmt, v, encp, n, pl[1], pl[0], "plain encoded");
           check_decode(fmt, v, enc, n, pl[1], pl[0], "encoded");
           check_decode(fmt, v, junk, n, pl[1], pl[0], "random bytes");
         }

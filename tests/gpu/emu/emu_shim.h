@@ -118,5 +118,16 @@ template <typename T>
 static inline T __shfl_down_sync(unsigned, T v, unsigned delta) {
   return emu_shfl(v, (int)((threadIdx.x & 31u) + delta)); /* >= 32: own */
 }
+template <typename T>
+static inline T __shfl_sync(unsigned, T v, int src_lane) {
+  return emu_shfl(v, src_lane & 31);
+}
+/* A vote: the AND of p over the warp, by exchanges. */
+static inline int __all_sync(unsigned, int p) {
+  uint32_t v = p != 0;
+  for (unsigned m = 1; m < 32; m <<= 1)
+    v &= emu_shfl_u32(v, (int)((threadIdx.x & 31u) ^ m));
+  return (int)v;
+}
 
 #endif
