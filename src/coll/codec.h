@@ -12,11 +12,10 @@
  *   decode_lane, store_scale/load_scale, pack/unpack_one; rotated groups:
  *   rotate_group, unrotate_group, rotate, unrotate; four codes at a
  *   time: quad_bytes, pack_quad, quad_code; device only: warp_encode,
- *   warp_decode (one group per warp); segment_max, segment_encode,
- *   segment_decode, store_quad_aligned, segment_rotate, segment_unrotate
+ *   warp_decode (one group per warp); segment_decode, store_quad_aligned, segment_rotate, segment_unrotate
  *   (four elements per lane), segment_encode_sets, segment_decode_sets
  *   (several groups per lane); plain groups (host and device): plain,
- *   plain_inv, plain_step, plain_quad, plain_value.
+ *   plain_inv, plain_quad, plain_value.
  * fmt is QCOLL_QUANT_FP8, _INT8, _INT6, _INT4 or _INT3; for any other value
  * sizes are 0 and nothing is written.  Host f16/bf16 data converts to and
  * from f32 with base/dtype.h.
@@ -185,8 +184,8 @@
  * ==== Four elements per lane ==============================================
  *
  * Lane k of eight holds elements 4k..4k+3: the group's amax is the max of
- * the four abs_bits and of the other seven lanes' (3 shuffles), every lane
- * derives the scale itself, and its four codes, packed by pack_quad, are
+ * the four abs_bits and of the other seven lanes' (segment_encode_sets
+ * reduces several groups' maxima at once), and its four codes, packed by pack_quad, are
  * the quad_bits(fmt) = 32, 24, 16 or 12 bits of the packed codes starting
  * at bit quad_bits * k of group + 4.  For the byte formats these are
  * quad_bytes = 4, 3 or 2 whole bytes, and no byte is shared between lanes;
@@ -666,8 +665,8 @@ QCOLL_HD uint32_t qcoll__codec_quad_code(qcoll_quant_t fmt, uint32_t quad,
 /* A group is plain when its amax (or stored scale) bits are 0 or at least
  * QCOLL_CODEC_TINY_BITS and finite: then p = 1, nothing is non-finite, and
  * encoding and decoding reduce to the operations below, which give exactly
- * the bits of encode_lane / decode_lane (test_codec and codec_emu check
- * it).  Kernels take these paths when every group of a warp step is plain
+ * the bits of encode_lane / decode_lane (codec_emu checks it through the
+ * kernels on buffers of plain groups, gpu.quant_kernels on the GPU).  Kernels take these paths when every group of a warp step is plain
  * (one vote), else the general ones. */
 QCOLL_HD int qcoll__codec_plain(uint32_t bits) {
   return bits < QCOLL_CODEC_INF_BITS &&
@@ -679,12 +678,6 @@ QCOLL_HD float qcoll__codec_plain_inv(qcoll_quant_t fmt, uint32_t amax_bits) {
   return amax_bits == 0
              ? 0.0f
              : qcoll__codec_inv_scale(fmt, qcoll__codec_bits_to_f32(amax_bits));
-}
-
-/* dec_scale(fmt, bits).step of a plain group (0 for amax = 0: the
- * residual of 0 / R is +0). */
-QCOLL_HD float qcoll__codec_plain_step(qcoll_quant_t fmt, float amax) {
-  return qcoll__codec_step_scale(fmt, amax);
 }
 
 /* 1.5 * 2^23: for |t| <= 2^22, fl(t + M) = M + rint(t) (ties to even, the
@@ -978,38 +971,25 @@ static __device__ __forceinline__ float qcoll__codec_warp_decode(
 #define QCOLL_CODEC_SEG_LANES 8
 #define QCOLL_CODEC_LANE_VALUES (QCOLL_CODEC_GROUP / QCOLL_CODEC_SEG_LANES)
 
-/* Max of v over the lane's segment of eight (xor 4, 2, 1 stay inside it).
- * Every lane of the warp must call it: full-mask shuffles. */
-static __device__ __forceinline__ uint32_t qcoll__codec_segment_max(
-    uint32_t v) {
-#pragma unroll
-  for (int o = QCOLL_CODEC_SEG_LANES / 2; o > 0; o >>= 1) {
-    const uint32_t w = __shfl_xor_sync(0xffffffffu, v, o);
-    v = w > v ? w : v;
-  }
-  return v;
+/* What lane k of its segment writes (qcoll__codec_share_bytes(fmt, k)
+ * bytes at share_offset): its quad, or for INT3 an even lane's quad with
+ * its odd neighbour's above it (bits 12..23).  Every lane of the warp
+ * calls it. */
+static __device__ __forceinline__ uint32_t qcoll__codec_segment_share(
+    qcoll_quant_t fmt, uint32_t quad) {
+  if (fmt != QCOLL_QUANT_INT3) return quad;
+  return quad | __shfl_down_sync(0xffffffffu, quad, 1) << 12;
 }
 
-/* Encode the lane's four elements of a group its segment holds: the amax
- * is the segment's max of every lane's abs_bits, and every lane derives
- * the scale itself.  Returns the four codes packed (pack_quad); the
- * group's stored scale goes to *stored.  Every lane of the warp calls it. */
-static __device__ __forceinline__ uint32_t qcoll__codec_segment_encode(
-    qcoll_quant_t fmt, const float x[QCOLL_CODEC_LANE_VALUES],
-    uint32_t *stored) {
-  uint32_t amax = 0, c[QCOLL_CODEC_LANE_VALUES];
-#pragma unroll
-  for (int j = 0; j < QCOLL_CODEC_LANE_VALUES; j++) {
-    const uint32_t b = qcoll__codec_abs_bits(x[j]);
-    amax = b > amax ? b : amax;
-  }
-  const qcoll__codec_enc_t s =
-      qcoll__codec_enc_scale(fmt, qcoll__codec_segment_max(amax));
+/* The lane's four elements from the group's scale (dec_scale) and its
+ * packed codes. */
+static __device__ __forceinline__ void qcoll__codec_segment_decode(
+    qcoll_quant_t fmt, qcoll__codec_dec_t s, uint32_t quad,
+    float y[QCOLL_CODEC_LANE_VALUES]) {
 #pragma unroll
   for (int j = 0; j < QCOLL_CODEC_LANE_VALUES; j++)
-    c[j] = qcoll__codec_encode_lane(fmt, x[j], s);
-  *stored = s.stored;
-  return qcoll__codec_pack_quad(fmt, c);
+    y[j] = qcoll__codec_decode_lane(fmt, qcoll__codec_quad_code(fmt, quad, j),
+                                    s);
 }
 
 /* ---- several sets of groups per lane (device only) --------------------- */
@@ -1067,8 +1047,8 @@ static __device__ __forceinline__ int qcoll__codec_scatter_lane(int lane,
  * calls it with the same kSets.  When every group of the warp is plain
  * (one vote) the lane derives the scale of the one group it holds the
  * maximum of and shares inv and the amax by two shuffles per group;
- * otherwise every lane derives every group's scale (enc_scale) as
- * segment_encode does.  Both give segment_encode's bits. */
+ * otherwise every lane derives every group's scale (enc_scale) from the
+ * maximum shared by one shuffle per group.  The same bits either way. */
 template <int kSets>
 static __device__ __forceinline__ void qcoll__codec_segment_encode_sets(
     qcoll_quant_t fmt, const float x[kSets][QCOLL_CODEC_LANE_VALUES],
@@ -1127,7 +1107,9 @@ static __device__ __forceinline__ void qcoll__codec_segment_decode_sets(
 #pragma unroll
     for (int u = 0; u < kGroups; u++) {
       const float amax = qcoll__codec_bits_to_f32(scale[u] & 0x7fffffffu);
-      const float step = qcoll__codec_plain_step(fmt, amax);
+      /* dec_scale's step with p = 1 (+0 for amax = 0: 0 / R's residual
+       * is +0) */
+      const float step = qcoll__codec_step_scale(fmt, amax);
 #pragma unroll
       for (int j = 0; j < QCOLL_CODEC_LANE_VALUES; j++)
         y[u][j] = qcoll__codec_plain_value(
@@ -1135,35 +1117,10 @@ static __device__ __forceinline__ void qcoll__codec_segment_decode_sets(
     }
   } else {
 #pragma unroll
-    for (int u = 0; u < kGroups; u++) {
-      const qcoll__codec_dec_t s = qcoll__codec_dec_scale(fmt, scale[u]);
-#pragma unroll
-      for (int j = 0; j < QCOLL_CODEC_LANE_VALUES; j++)
-        y[u][j] = qcoll__codec_decode_lane(
-            fmt, qcoll__codec_quad_code(fmt, quad[u], j), s);
-    }
+    for (int u = 0; u < kGroups; u++)
+      qcoll__codec_segment_decode(fmt, qcoll__codec_dec_scale(fmt, scale[u]),
+                                  quad[u], y[u]);
   }
-}
-
-/* What lane k of its segment writes (qcoll__codec_share_bytes(fmt, k)
- * bytes at share_offset): its quad, or for INT3 an even lane's quad with
- * its odd neighbour's above it (bits 12..23).  Every lane of the warp
- * calls it. */
-static __device__ __forceinline__ uint32_t qcoll__codec_segment_share(
-    qcoll_quant_t fmt, uint32_t quad) {
-  if (fmt != QCOLL_QUANT_INT3) return quad;
-  return quad | __shfl_down_sync(0xffffffffu, quad, 1) << 12;
-}
-
-/* The lane's four elements from the group's scale (dec_scale) and its
- * packed codes. */
-static __device__ __forceinline__ void qcoll__codec_segment_decode(
-    qcoll_quant_t fmt, qcoll__codec_dec_t s, uint32_t quad,
-    float y[QCOLL_CODEC_LANE_VALUES]) {
-#pragma unroll
-  for (int j = 0; j < QCOLL_CODEC_LANE_VALUES; j++)
-    y[j] = qcoll__codec_decode_lane(fmt, qcoll__codec_quad_code(fmt, quad, j),
-                                    s);
 }
 
 /* Store lane k's share (`bytes` = share_bytes(fmt, k)) at

@@ -618,7 +618,8 @@ __device__ __forceinline__ void reduce_step(const qcoll__ipc_view_t &v,
 #pragma unroll
     for (int u = 0; u < kSets; u++)
 #pragma unroll
-      for (int p = 0; p < kChunk; p++) q[u * kChunk + p] = raw_quad<F>(c[u][p], k);
+      for (int p = 0; p < kChunk; p++)
+        q[u * kChunk + p] = raw_quad<F>(c[u][p], k);
     float y[kSets * kChunk][kLaneValues];
     decode_sets<F, kSets * kChunk>(q, y);
 #pragma unroll
@@ -628,8 +629,9 @@ __device__ __forceinline__ void reduce_step(const qcoll__ipc_view_t &v,
         if (p0 + p < n) {
 #pragma unroll
           for (int j = 0; j < kLaneValues; j++)
-            acc[u][j] = p0 + p == 0 ? y[u * kChunk + p][j]
-                                    : __fadd_rn(acc[u][j], y[u * kChunk + p][j]);
+            acc[u][j] = p0 + p == 0
+                            ? y[u * kChunk + p][j]
+                            : __fadd_rn(acc[u][j], y[u * kChunk + p][j]);
         }
   }
 #pragma unroll
