@@ -15,7 +15,7 @@
  *   warp_decode (one group per warp); segment_decode, store_quad_aligned, segment_rotate, segment_unrotate
  *   (four elements per lane), segment_encode_sets, segment_decode_sets
  *   (several groups per lane); plain groups (host and device): plain,
- *   plain_inv, plain_quad, plain_value.
+ *   plain_inv, plain_quad, plain_words, plain_value.
  * fmt is QCOLL_QUANT_FP8, _INT8, _INT6, _INT4 or _INT3; for any other value
  * sizes are 0 and nothing is written.  Host f16/bf16 data converts to and
  * from f32 with base/dtype.h.
@@ -712,19 +712,63 @@ QCOLL_HD uint32_t qcoll__codec_plain_quad(qcoll_quant_t fmt, const float x[4],
          bias;
 }
 
-/* Value of a code of a plain group with step and amax (dec_scale's): INT
- * v = code - R as fl(bits(0x4b000000 | code) - (2^23 + R)) (exact), then
- * fl(v * step) with its magnitude clamped to amax (the clamp of
- * decode_lane: y is never NaN, and for y = +-0 both give y). */
-QCOLL_HD float qcoll__codec_plain_value(qcoll_quant_t fmt, uint32_t code,
+/* __byte_perm(x, y, s) on host and device: byte i of the result is byte
+ * (s >> 4i) & 7 of the eight bytes of y:x (x's bytes are 0..3). */
+QCOLL_HD uint32_t qcoll__codec_byte_perm(uint32_t x, uint32_t y, uint32_t s) {
+#ifdef __CUDA_ARCH__
+  return __byte_perm(x, y, s);
+#else
+  const uint64_t both = (uint64_t)y << 32 | x;
+  uint32_t r = 0;
+  int i;
+  for (i = 0; i < 4; i++)
+    r |= (uint32_t)(both >> (8u * ((s >> (4 * i)) & 7u)) & 0xffu) << (8 * i);
+  return r;
+#endif
+}
+
+/* 2^23 as bits: an INT code in its low mantissa bits makes 2^23 + code. */
+#define QCOLL_CODEC_CODE_WORD_BITS 0x4b000000u
+
+/* The words plain_value decodes, of a lane's packed codes (quad_code
+ * order): for INT formats 2^23 + code_j as bits, for FP8 the codes.  INT8's
+ * bytes, and INT4's nibbles once the even and the odd ones are spread into
+ * bytes, are each put under 0x4b by one byte permutation (the selector's
+ * bytes 1..3 pick the zero and 0x4b bytes of the constant). */
+QCOLL_HD void qcoll__codec_plain_words(qcoll_quant_t fmt, uint32_t quad,
+                                       uint32_t w[4]) {
+  const uint32_t word = QCOLL_CODEC_CODE_WORD_BITS, sel = 0x7540u;
+  int j;
+  if (fmt == QCOLL_QUANT_INT8) {
+    for (j = 0; j < 4; j++)
+      w[j] = qcoll__codec_byte_perm(quad, word, sel | (uint32_t)j);
+  } else if (fmt == QCOLL_QUANT_INT4) {
+    const uint32_t even = quad & 0x0f0fu, odd = quad >> 4 & 0x0f0fu;
+    w[0] = qcoll__codec_byte_perm(even, word, sel);
+    w[1] = qcoll__codec_byte_perm(odd, word, sel);
+    w[2] = qcoll__codec_byte_perm(even, word, sel | 1u);
+    w[3] = qcoll__codec_byte_perm(odd, word, sel | 1u);
+  } else {
+    for (j = 0; j < 4; j++) {
+      const uint32_t c = qcoll__codec_quad_code(fmt, quad, j);
+      w[j] = fmt == QCOLL_QUANT_FP8 ? c : word | c;
+    }
+  }
+}
+
+/* Value of a plain group's code from its word (plain_words) with step and
+ * amax (dec_scale's): INT v = code - R as fl(bits(word) - (2^23 + R))
+ * (exact), then fl(v * step) with its magnitude clamped to amax (the clamp
+ * of decode_lane: y is never NaN, and for y = +-0 both give y). */
+QCOLL_HD float qcoll__codec_plain_value(qcoll_quant_t fmt, uint32_t word,
                                         float step, float amax) {
   float v;
   if (fmt == QCOLL_QUANT_FP8) {
-    if ((code & 0x7fu) == 0x7fu)
+    if ((word & 0x7fu) == 0x7fu)
       return qcoll__codec_bits_to_f32(QCOLL_CODEC_NAN_BITS);
-    v = qcoll__codec_e4m3_to_f32(code);
+    v = qcoll__codec_e4m3_to_f32(word);
   } else {
-    v = qcoll__sub_rn_f32(qcoll__codec_bits_to_f32(0x4b000000u | code),
+    v = qcoll__sub_rn_f32(qcoll__codec_bits_to_f32(word),
                           (float)(8388608u + qcoll__codec_range(fmt)));
   }
   const float y = qcoll__codec_mul(v, step);
@@ -1094,9 +1138,12 @@ static __device__ __forceinline__ void qcoll__codec_segment_encode_sets(
  * stored scales and the lane's packed codes (quad_code order).  Every lane
  * of the warp calls it with the same kGroups: when every group of the warp
  * is plain (one vote) each is decoded by plain_value, else by dec_scale
- * and decode_lane; the same bits either way. */
+ * and decode_lane; the same bits either way.  Returns, the same on every
+ * lane, whether every value of the warp is known finite: the plain path of
+ * an INT format (|value| <= amax, finite); FP8 codes can spell NaN, so
+ * never for FP8. */
 template <int kGroups>
-static __device__ __forceinline__ void qcoll__codec_segment_decode_sets(
+static __device__ __forceinline__ bool qcoll__codec_segment_decode_sets(
     qcoll_quant_t fmt, const uint32_t scale[kGroups],
     const uint32_t quad[kGroups], float y[kGroups][QCOLL_CODEC_LANE_VALUES]) {
   bool plain = true;
@@ -1110,17 +1157,19 @@ static __device__ __forceinline__ void qcoll__codec_segment_decode_sets(
       /* dec_scale's step with p = 1 (+0 for amax = 0: 0 / R's residual
        * is +0) */
       const float step = qcoll__codec_step_scale(fmt, amax);
+      uint32_t w[QCOLL_CODEC_LANE_VALUES];
+      qcoll__codec_plain_words(fmt, quad[u], w);
 #pragma unroll
       for (int j = 0; j < QCOLL_CODEC_LANE_VALUES; j++)
-        y[u][j] = qcoll__codec_plain_value(
-            fmt, qcoll__codec_quad_code(fmt, quad[u], j), step, amax);
+        y[u][j] = qcoll__codec_plain_value(fmt, w[j], step, amax);
     }
-  } else {
-#pragma unroll
-    for (int u = 0; u < kGroups; u++)
-      qcoll__codec_segment_decode(fmt, qcoll__codec_dec_scale(fmt, scale[u]),
-                                  quad[u], y[u]);
+    return fmt != QCOLL_QUANT_FP8;
   }
+#pragma unroll
+  for (int u = 0; u < kGroups; u++)
+    qcoll__codec_segment_decode(fmt, qcoll__codec_dec_scale(fmt, scale[u]),
+                                quad[u], y[u]);
+  return false;
 }
 
 /* Store lane k's share (`bytes` = share_bytes(fmt, k)) at

@@ -861,6 +861,65 @@ static void test_buffers(void **state) {
 
 /* ---- the one-group-per-warp recipe, emulated lane by lane --------------- */
 
+/* The plain path (codec.h "plain groups") gives the general path's bits:
+ * for every plain group of the random kinds (and all-zero ones), each
+ * quad's plain_quad equals pack_quad of encode_lane's codes, and
+ * plain_words + plain_value of every possible quad decode like
+ * decode_lane; plain_words equals 2^23 + code (INT) or the code (FP8). */
+static void test_plain_path(void **state) {
+  (void)state;
+  rng_t rng = {11};
+  for (size_t f = 0; f < NFMT; f++) {
+    qcoll_quant_t fmt = ALL_FORMATS[f];
+    const uint32_t b = qcoll__codec_code_bits(fmt);
+    int plain_groups = 0;
+    for (int k = 0; k < 4000; k++) {
+      float g[G];
+      if (k % 50 == 0)
+        memset(g, 0, sizeof g);
+      else
+        gen_group(&rng, (gen_kind_t)(k % GEN_KINDS), fmt, g);
+      uint32_t amax_bits = 0;
+      for (int l = 0; l < G; l++) {
+        uint32_t a = qcoll__codec_abs_bits(g[l]);
+        amax_bits = a > amax_bits ? a : amax_bits;
+      }
+      if (!qcoll__codec_plain(amax_bits)) continue;
+      plain_groups++;
+      qcoll__codec_enc_t s = qcoll__codec_enc_scale(fmt, amax_bits);
+      qcoll__codec_dec_t d = qcoll__codec_dec_scale(fmt, s.stored);
+      const float inv = qcoll__codec_plain_inv(fmt, amax_bits);
+      const float amax = fbits(amax_bits);
+      const float step = qcoll__codec_step_scale(fmt, amax);
+      for (int q = 0; q < G; q += 4) {
+        uint32_t c[4], w[4];
+        for (int j = 0; j < 4; j++)
+          c[j] = qcoll__codec_encode_lane(fmt, g[q + j], s);
+        const uint32_t quad = qcoll__codec_plain_quad(fmt, g + q, inv);
+        if (quad != qcoll__codec_pack_quad(fmt, c))
+          fail_msg("%s plain_quad 0x%08x, encode_lane 0x%08x (group %d)",
+                   fmt_name(fmt), quad, qcoll__codec_pack_quad(fmt, c), k);
+        /* Any codes the group may hold, with bits of a neighbour above. */
+        for (int j = 0; j < 4; j++)
+          c[j] = (uint32_t)rng_next(&rng) % (fmt == FP8 ? 0x7fu : (1u << b));
+        const uint32_t any =
+            qcoll__codec_pack_quad(fmt, c) | (uint32_t)rng_next(&rng) << (4 * b);
+        qcoll__codec_plain_words(fmt, any, w);
+        for (int j = 0; j < 4; j++) {
+          const uint32_t code = qcoll__codec_quad_code(fmt, any, j);
+          assert_int_equal(w[j], fmt == FP8 ? code : 0x4b000000u | code);
+          const float y = qcoll__codec_plain_value(fmt, w[j], step, amax);
+          const float r = qcoll__codec_decode_lane(fmt, code, d);
+          if (bitsf(y) != bitsf(r))
+            fail_msg("%s code %u: plain_value 0x%08x, decode_lane 0x%08x",
+                     fmt_name(fmt), code, bitsf(y), bitsf(r));
+        }
+      }
+    }
+    assert_true(plain_groups > 1000);
+  }
+}
+
 static void test_warp_recipe(void **state) {
   (void)state;
   rng_t rng = {5};
@@ -1109,6 +1168,7 @@ int main(void) {
       cmocka_unit_test(test_roundtrip_bounds),
       cmocka_unit_test(test_buffers),
       cmocka_unit_test(test_warp_recipe),
+      cmocka_unit_test(test_plain_path),
       cmocka_unit_test(test_scheme_exact_sums),
       cmocka_unit_test(test_scheme_accuracy),
   };

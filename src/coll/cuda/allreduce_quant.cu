@@ -75,16 +75,20 @@
  *    segment stores the scale word.  No byte has two writers, so remote
  *    writes are direct stores, no staging.
  *  - Decoding (phases 2 and 3): every lane loads the group's scale word and
- *    the aligned word(s) holding its code bytes (INT6: two words when its 3
- *    bytes straddle them) with __ldcg (peers wrote them: L2, never L1),
- *    and decodes its values of the step's groups together
- *    (segment_decode_sets: plain_value, a subtraction, a multiply and a
- *    magnitude clamp, when every group of the warp is plain; else
- *    dec_scale and decode_lane; the same bits).
+ *    the aligned word(s) holding its code bytes (INT6 and INT3: two words
+ *    when its 3 bytes straddle them; the other formats one, with no test)
+ *    with __ldcg (peers wrote them: L2, never L1), and decodes its values
+ *    of the step's groups together (segment_decode_sets: when every group
+ *    of the warp is plain, plain_words puts each INT8 or INT4 code under
+ *    2^23 by one byte permutation and plain_value makes the value by a
+ *    subtraction, a multiply and a magnitude clamp; else dec_scale and
+ *    decode_lane; the same bits).  Phase 3 then knows every value finite
+ *    (INT formats, no rotation) and converts f16/bf16 two at a time with
+ *    no NaN test.
  *  - Work is handed out in warp steps of several sets (kEncodeSets,
  *    kDecodeSets, kReduceLoads); a step issues all its loads before it uses
  *    the first, so memory latency is paid once per step (phase 2: once per
- *    chunk of 2 or 4 contributions, taken in rank order).  A block deals
+ *    chunk of 1, 2 or 4 contributions, taken in rank order).  A block deals
  *    the steps of its pieces to its warps in turn.
  *  - The user's buffers are accessed per lane as one 8- or 16-byte vector
  *    when the pointer is aligned for it and all four values exist, else
@@ -138,28 +142,32 @@ static_assert(kLaneValues == 4, "a lane holds one quad of codes");
  * step is issued before the first value is used.  Phase 1 has 8 or 16
  * bytes of values per lane and set in flight, phase 3 a scale word and one
  * or two code words.  Phase 2 keeps kReduceLoads (set, contribution) pairs
- * in flight: two sets of two contributions for two ranks, else one set
- * and its contributions four at a time.  More would not fit the registers
+ * in flight: two sets of two contributions for two ranks (of one for one
+ * rank, the same registers), else one set and its contributions four at a
+ * time.  More would not fit the registers
  * of two 512-thread blocks per SM without spilling, and is not needed:
  * every step is hundreds of instructions per warp, so the SM's other warps
  * cover the latency. */
 constexpr int kEncodeSets = 4;
 constexpr int kDecodeSets = 4;
 constexpr int kReduceLoads = 4;
-static_assert(kReduceLoads % 4 == 0, "phase 2 takes chunks of 2 or 4");
+static_assert(kReduceLoads % 4 == 0, "phase 2 takes chunks of 1, 2 or 4");
 
 /* ---- element types: exact to f32, one rounding back ------------------- */
 
-/* Bits: the element as an unsigned integer (how a lane loads it); bits_to_f32
- * its exact f32 value; from_f32 the one rounding back, NaN canonical. */
+/* Bits: the element as an unsigned integer (how a lane loads it);
+ * part_to_f32(w, h) the exact f32 value of element h of a loaded word;
+ * from_f32 the one rounding back, NaN canonical; pack_finite (16-bit types)
+ * the same rounding of two values known finite into one word (element 0
+ * low), one packed conversion with no NaN test. */
 
 template <typename T>
 struct QElem;
 template <>
 struct QElem<float> {
   using Bits = uint32_t;
-  static __device__ __forceinline__ float bits_to_f32(uint32_t b) {
-    return __uint_as_float(b);
+  static __device__ __forceinline__ float part_to_f32(uint32_t w, int) {
+    return __uint_as_float(w);
   }
   /* codec.h's only NaN is 0x7fc00000 already. */
   static __device__ __forceinline__ float from_f32(float y) { return y; }
@@ -167,23 +175,32 @@ struct QElem<float> {
 template <>
 struct QElem<__half> {
   using Bits = uint16_t;
-  static __device__ __forceinline__ float bits_to_f32(uint32_t b) {
-    return __half2float(__ushort_as_half((unsigned short)b));
+  static __device__ __forceinline__ float part_to_f32(uint32_t w, int h) {
+    return __half2float(__ushort_as_half((unsigned short)(w >> (16 * h))));
   }
   static __device__ __forceinline__ __half from_f32(float y) {
     return y != y ? __ushort_as_half((unsigned short)0x7e00u)
                   : __float2half_rn(y);
   }
+  static __device__ __forceinline__ uint32_t pack_finite(float a, float b) {
+    const __half2 h = __floats2half2_rn(a, b);
+    return *reinterpret_cast<const uint32_t *>(&h);
+  }
 };
 template <>
 struct QElem<__nv_bfloat16> {
   using Bits = uint16_t;
-  static __device__ __forceinline__ float bits_to_f32(uint32_t b) {
-    return __bfloat162float(__ushort_as_bfloat16((unsigned short)b));
+  /* A bf16 is the top half of its f32: a shift or a mask, no conversion. */
+  static __device__ __forceinline__ float part_to_f32(uint32_t w, int h) {
+    return __uint_as_float(h ? w & 0xffff0000u : w << 16);
   }
   static __device__ __forceinline__ __nv_bfloat16 from_f32(float y) {
     return y != y ? __ushort_as_bfloat16((unsigned short)0x7fc0u)
                   : __float2bfloat16_rn(y);
+  }
+  static __device__ __forceinline__ uint32_t pack_finite(float a, float b) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    return *reinterpret_cast<const uint32_t *>(&h);
   }
 };
 
@@ -238,15 +255,27 @@ __device__ __forceinline__ LaneWords<T> load_values(const T *p, int avail,
 template <typename T>
 __device__ __forceinline__ float value_of(const LaneWords<T> &q, int j) {
   constexpr int kPerWord = 4 / sizeof(T);
-  return QElem<T>::bits_to_f32(q.w[j / kPerWord] >>
-                               (8 * sizeof(T) * (j % kPerWord)));
+  return QElem<T>::part_to_f32(q.w[j / kPerWord], j % kPerWord);
 }
 
-/* Store the four values rounded to T at p, only the first `avail`. */
+/* Store the four values rounded to T at p, only the first `avail`.
+ * `finite` (the same on every lane of the warp): no value is NaN, so
+ * 16-bit types convert two at a time with no NaN test (the same bits). */
 template <typename T>
 __device__ __forceinline__ void store_values(T *p, int avail, bool vec,
+                                             bool finite,
                                              const float y[kLaneValues]) {
   if (vec && avail >= kLaneValues) {
+    if constexpr (sizeof(T) == 2) {
+      if (finite) {
+        LaneWords<T> q;
+#pragma unroll
+        for (int i = 0; i < kLaneValues / 2; i++)
+          q.w[i] = QElem<T>::pack_finite(y[2 * i], y[2 * i + 1]);
+        *reinterpret_cast<LaneWords<T> *>(p) = q;
+        return;
+      }
+    }
     LaneVec<T> q;
 #pragma unroll
     for (int j = 0; j < kLaneValues; j++) q.v[j] = QElem<T>::from_f32(y[j]);
@@ -283,9 +312,10 @@ __device__ __forceinline__ void encode_sets(const float x[kSets][kLaneValues],
 }
 
 /* The lane's four values of each of kGroups groups, from their stored
- * scales and its codes.  Every lane of the warp calls it. */
+ * scales and its codes, and whether all of the warp's are known finite
+ * (segment_decode_sets).  Every lane of the warp calls it. */
 template <int F, int kGroups>
-__device__ __forceinline__ void decode_sets(const LaneCode c[kGroups],
+__device__ __forceinline__ bool decode_sets(const LaneCode c[kGroups],
                                             float y[kGroups][kLaneValues]) {
   uint32_t scale[kGroups], quad[kGroups];
 #pragma unroll
@@ -293,8 +323,8 @@ __device__ __forceinline__ void decode_sets(const LaneCode c[kGroups],
     scale[u] = c[u].scale;
     quad[u] = c[u].quad;
   }
-  qcoll__codec_segment_decode_sets<kGroups>(static_cast<qcoll_quant_t>(F),
-                                            scale, quad, y);
+  return qcoll__codec_segment_decode_sets<kGroups>(
+      static_cast<qcoll_quant_t>(F), scale, quad, y);
 }
 
 /* Encoded groups in the IPC regions: slots are 16-byte aligned and groups
@@ -335,6 +365,15 @@ __device__ __forceinline__ uint32_t code_word_offset(int k) {
   return quad_offset<F>(k) & ~3u;
 }
 
+/* Whether a lane's code bytes can run into the next word: INT6's and
+ * INT3's 3 bytes at 4 + 3j can; INT4's 2 bytes at an even offset and
+ * INT8's and FP8's aligned word cannot (so those load one word, shift it
+ * by 0 or 16 and never test at run time). */
+template <int F>
+__device__ __forceinline__ constexpr bool may_split() {
+  return F == QCOLL_QUANT_INT6 || F == QCOLL_QUANT_INT3;
+}
+
 /* Load lane k's share of a group that peers wrote: L2 loads (__ldcg) of
  * whole aligned words.  `codes` is group + code_word_offset(k): INT8/FP8
  * read their code word, INT4 the word holding their half, INT6 and INT3
@@ -345,7 +384,7 @@ __device__ __forceinline__ RawCode load_code(const uint8_t *group,
                                              const uint8_t *codes, int k) {
   constexpr qcoll_quant_t fmt = static_cast<qcoll_quant_t>(F);
   const uint32_t rb = qcoll__codec_read_bytes(fmt);
-  const bool split = (quad_offset<F>(k) & 3u) + rb > 4u;
+  const bool split = may_split<F>() && (quad_offset<F>(k) & 3u) + rb > 4u;
   RawCode r;
   r.scale = __ldcg(reinterpret_cast<const uint32_t *>(group));
   r.lo = __ldcg(reinterpret_cast<const uint32_t *>(codes));
@@ -361,6 +400,7 @@ __device__ __forceinline__ LaneCode raw_quad(RawCode r, int k) {
   const uint32_t shift =
       8u * (quad_offset<F>(k) & 3u) +
       qcoll__codec_share_shift(static_cast<qcoll_quant_t>(F), k);
+  if (!may_split<F>()) return LaneCode{r.scale, r.lo >> shift};
   const uint64_t both = (uint64_t)r.hi << 32 | r.lo;
   return LaneCode{r.scale, (uint32_t)(both >> shift)};
 }
@@ -644,8 +684,9 @@ __device__ __forceinline__ void reduce_step(const qcoll__ipc_view_t &v,
   }
   LaneCode sum[kSets];
   encode_sets<F, kSets>(acc, lane, sum);
-  for (int i = 0; i < n; i++) {
-    const int q = (v.rank + 1 + i) % n;
+  /* Ranks after me first, wrapping round (no division in the loop). */
+  for (int i = 0, q = v.rank + 1; i < n; i++, q++) {
+    if (q == n) q = 0;
     uint8_t *dst = reinterpret_cast<uint8_t *>(s->bases[q]) + out;
 #pragma unroll
     for (int u = 0; u < kSets; u++)
@@ -709,12 +750,13 @@ __device__ __forceinline__ void decode_step(const uint8_t *src, T *dst,
 #pragma unroll
   for (int u = 0; u < kDecodeSets; u++) q[u] = raw_quad<F>(c[u], k);
   float y[kDecodeSets][kLaneValues];
-  decode_sets<F, kDecodeSets>(q, y);
+  /* Unrotating may overflow finite values into inf - inf = NaN. */
+  const bool finite = decode_sets<F, kDecodeSets>(q, y) && !rot;
 #pragma unroll
   for (int u = 0; u < kDecodeSets; u++) {
     if (rot) qcoll__codec_segment_unrotate(y[u], k);
     store_values(dst + u * kSegsPerWarp * QCOLL_CODEC_GROUP, set_avail(t, u),
-                 vec, y[u]);
+                 vec, finite, y[u]);
   }
 }
 
@@ -751,12 +793,15 @@ __device__ __forceinline__ void decode_all(const qcoll__ipc_view_t &v,
 
 /* Phase 2 with kReduceLoads (set, contribution) loads in flight: small
  * worlds take more sets per step, larger ones more contributions per
- * chunk. */
+ * chunk (one rank: one contribution per chunk, so that no decode is
+ * spent on a contribution that does not exist). */
 template <int F>
 __device__ __forceinline__ void reduce_any(const qcoll__ipc_view_t &v,
                                            const BlockState *s, size_t count,
                                            int warp, int lane, bool rot) {
-  if (v.nranks <= 2)
+  if (v.nranks == 1)
+    reduce_segment<F, kReduceLoads / 2, 1>(v, s, count, warp, lane, rot);
+  else if (v.nranks == 2)
     reduce_segment<F, kReduceLoads / 2, 2>(v, s, count, warp, lane, rot);
   else
     reduce_segment<F, kReduceLoads / 4, 4>(v, s, count, warp, lane, rot);

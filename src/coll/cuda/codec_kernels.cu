@@ -29,8 +29,8 @@
  *  - Decode: every lane reads the group's scale word and its own code
  *    bytes (INT3: the pair's 3, its quad share_shift bits up), derives
  *    the scale and decodes four values per group (segment_decode_sets:
- *    plain_value in plain warps, else dec_scale and decode_lane) and
- *    writes them with one 16-byte store.
+ *    plain_words and plain_value in plain warps, else dec_scale and
+ *    decode_lane) and writes them with one 16-byte store.
  *  - Steps wholly inside n run without bounds checks; the last step checks
  *    every group (g < groups: no bytes past the last group) and every
  *    value (index < n: padding reads 0, decoding writes only n values).

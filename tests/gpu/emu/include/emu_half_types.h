@@ -31,5 +31,18 @@ static inline __nv_bfloat16 __float2bfloat16_rn(float f) {
 static inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short u) {
   return __nv_bfloat16{u};
 }
+/* Pairs, element x in the low half of the word as on the device. */
+struct __half2 {
+  __half x, y;
+};
+struct __nv_bfloat162 {
+  __nv_bfloat16 x, y;
+};
+static inline __half2 __floats2half2_rn(float a, float b) {
+  return __half2{__float2half_rn(a), __float2half_rn(b)};
+}
+static inline __nv_bfloat162 __floats2bfloat162_rn(float a, float b) {
+  return __nv_bfloat162{__float2bfloat16_rn(a), __float2bfloat16_rn(b)};
+}
 
 #endif
