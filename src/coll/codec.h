@@ -15,7 +15,7 @@
  *   warp_decode (one group per warp); segment_decode, store_quad_aligned, segment_rotate, segment_unrotate
  *   (four elements per lane), segment_encode_sets, segment_decode_sets
  *   (several groups per lane); plain groups (host and device): plain,
- *   plain_inv, plain_quad, plain_words, plain_value.
+ *   plain_inv, plain_quad, plain_words, plain_value, plain_decode.
  * fmt is QCOLL_QUANT_FP8, _INT8, _INT6, _INT4 or _INT3; for any other value
  * sizes are 0 and nothing is written.  Host f16/bf16 data converts to and
  * from f32 with base/dtype.h.
@@ -698,9 +698,28 @@ QCOLL_HD uint32_t qcoll__codec_plain_quad(qcoll_quant_t fmt, const float x[4],
   uint32_t c[4];
   int j;
   if (fmt == QCOLL_QUANT_FP8) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    /* The hardware's conversion (sm_89 on), two at a time: the same
+     * rounding (half to even, saturating at 448: |x * inv| is finite
+     * here), except that it keeps the sign of a zero; the codec has no
+     * negative zero, so 0x80 bytes become 0. */
+    uint32_t w = 0;
+    for (j = 0; j < 4; j += 2) {
+      unsigned short pair; /* x[j]'s byte low, x[j + 1]'s high */
+      asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;"
+          : "=h"(pair)
+          : "f"(qcoll__codec_mul(x[j + 1], inv)),
+            "f"(qcoll__codec_mul(x[j], inv)));
+      w |= (uint32_t)pair << (8 * j);
+    }
+    const uint32_t nonzero =
+        ((w & 0x7f7f7f7fu) + 0x7f7f7f7fu) & 0x80808080u;
+    return w & (nonzero | 0x7f7f7f7fu);
+#else
     for (j = 0; j < 4; j++)
       c[j] = qcoll__codec_e4m3_from_f32(qcoll__codec_mul(x[j], inv));
     return qcoll__codec_pack_quad(fmt, c);
+#endif
   }
   for (j = 0; j < 4; j++)
     c[j] = qcoll__codec_f32_to_bits(qcoll__codec_add(
@@ -760,6 +779,14 @@ QCOLL_HD void qcoll__codec_plain_words(qcoll_quant_t fmt, uint32_t quad,
  * amax (dec_scale's): INT v = code - R as fl(bits(word) - (2^23 + R))
  * (exact), then fl(v * step) with its magnitude clamped to amax (the clamp
  * of decode_lane: y is never NaN, and for y = +-0 both give y). */
+/* fl(v * step) with its magnitude clamped to amax (v finite). */
+QCOLL_HD float qcoll__codec_plain_scaled(float v, float step, float amax) {
+  const float y = qcoll__codec_mul(v, step);
+  const float m = fminf(fabsf(y), amax);
+  return qcoll__codec_bits_to_f32(qcoll__codec_f32_to_bits(m) |
+                                  (qcoll__codec_f32_to_bits(y) & 0x80000000u));
+}
+
 QCOLL_HD float qcoll__codec_plain_value(qcoll_quant_t fmt, uint32_t word,
                                         float step, float amax) {
   float v;
@@ -771,10 +798,37 @@ QCOLL_HD float qcoll__codec_plain_value(qcoll_quant_t fmt, uint32_t word,
     v = qcoll__sub_rn_f32(qcoll__codec_bits_to_f32(word),
                           (float)(8388608u + qcoll__codec_range(fmt)));
   }
-  const float y = qcoll__codec_mul(v, step);
-  const float m = fminf(fabsf(y), amax);
-  return qcoll__codec_bits_to_f32(qcoll__codec_f32_to_bits(m) |
-                                  (qcoll__codec_f32_to_bits(y) & 0x80000000u));
+  return qcoll__codec_plain_scaled(v, step, amax);
+}
+
+/* The four values of a lane's packed codes in a plain group: plain_words
+ * and plain_value.  On the device (sm_89 on) FP8 converts its codes two at
+ * a time in hardware instead (e4m3 -> f16 is exact, f16 -> f32 too); the NaN codes
+ * come out NaN and are made the canonical one, as plain_value does. */
+QCOLL_HD void qcoll__codec_plain_decode(qcoll_quant_t fmt, uint32_t quad,
+                                        float step, float amax, float y[4]) {
+  int j;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  if (fmt == QCOLL_QUANT_FP8) {
+    uint32_t pair = 0; /* codes j and j + 1 (j even) as f16, j's low */
+    for (j = 0; j < 4; j++) {
+      if (j % 2 == 0)
+        asm("cvt.rn.f16x2.e4m3x2 %0, %1;"
+            : "=r"(pair)
+            : "h"((unsigned short)(quad >> (8 * j))));
+      float v;
+      asm("cvt.f32.f16 %0, %1;"
+          : "=f"(v)
+          : "h"((unsigned short)(pair >> (16 * (j % 2)))));
+      y[j] = v != v ? qcoll__codec_bits_to_f32(QCOLL_CODEC_NAN_BITS)
+                    : qcoll__codec_plain_scaled(v, step, amax);
+    }
+    return;
+  }
+#endif
+  uint32_t w[4];
+  qcoll__codec_plain_words(fmt, quad, w);
+  for (j = 0; j < 4; j++) y[j] = qcoll__codec_plain_value(fmt, w[j], step, amax);
 }
 
 /* ---- whole groups and buffers ----------------------------------------- */
@@ -1156,12 +1210,8 @@ static __device__ __forceinline__ bool qcoll__codec_segment_decode_sets(
       const float amax = qcoll__codec_bits_to_f32(scale[u] & 0x7fffffffu);
       /* dec_scale's step with p = 1 (+0 for amax = 0: 0 / R's residual
        * is +0) */
-      const float step = qcoll__codec_step_scale(fmt, amax);
-      uint32_t w[QCOLL_CODEC_LANE_VALUES];
-      qcoll__codec_plain_words(fmt, quad[u], w);
-#pragma unroll
-      for (int j = 0; j < QCOLL_CODEC_LANE_VALUES; j++)
-        y[u][j] = qcoll__codec_plain_value(fmt, w[j], step, amax);
+      qcoll__codec_plain_decode(fmt, quad[u],
+                                qcoll__codec_step_scale(fmt, amax), amax, y[u]);
     }
     return fmt != QCOLL_QUANT_FP8;
   }

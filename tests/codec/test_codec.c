@@ -864,8 +864,10 @@ static void test_buffers(void **state) {
 /* The plain path (codec.h "plain groups") gives the general path's bits:
  * for every plain group of the random kinds (and all-zero ones), each
  * quad's plain_quad equals pack_quad of encode_lane's codes, and
- * plain_words + plain_value of every possible quad decode like
- * decode_lane; plain_words equals 2^23 + code (INT) or the code (FP8). */
+ * plain_words + plain_value (and plain_decode) of random quads decode like
+ * decode_lane; plain_words equals 2^23 + code (INT) or the code (FP8).
+ * (The device's own FP8 conversions are checked by codec_gpu and
+ * gpu.quant_kernels.) */
 static void test_plain_path(void **state) {
   (void)state;
   rng_t rng = {11};
@@ -905,14 +907,17 @@ static void test_plain_path(void **state) {
         const uint32_t any =
             qcoll__codec_pack_quad(fmt, c) | (uint32_t)rng_next(&rng) << (4 * b);
         qcoll__codec_plain_words(fmt, any, w);
+        float y4[4];
+        qcoll__codec_plain_decode(fmt, any, step, amax, y4);
         for (int j = 0; j < 4; j++) {
           const uint32_t code = qcoll__codec_quad_code(fmt, any, j);
           assert_int_equal(w[j], fmt == FP8 ? code : 0x4b000000u | code);
           const float y = qcoll__codec_plain_value(fmt, w[j], step, amax);
           const float r = qcoll__codec_decode_lane(fmt, code, d);
-          if (bitsf(y) != bitsf(r))
-            fail_msg("%s code %u: plain_value 0x%08x, decode_lane 0x%08x",
-                     fmt_name(fmt), code, bitsf(y), bitsf(r));
+          if (bitsf(y) != bitsf(r) || bitsf(y4[j]) != bitsf(r))
+            fail_msg("%s code %u: plain_value 0x%08x, plain_decode 0x%08x, "
+                     "decode_lane 0x%08x",
+                     fmt_name(fmt), code, bitsf(y), bitsf(y4[j]), bitsf(r));
         }
       }
     }
