@@ -18,10 +18,14 @@
  *            encoded contributions from my region 0 (slot p = rank p's,
  *            mine included), decode each, add them in f32 in rank order
  *            0..n-1 (one rounding per addition, __fadd_rn), encode the sum
- *            once and write it into slot r of region 1 of every rank (mine
- *            included);  barrier 1.
- *  phase 3:  decode every segment's groups from my own region 1 and store
- *            the values rounded once (nearest even) to the element type.
+ *            once and write it into slot r of region 1 of every other
+ *            rank; decode those same codes (the bits a peer reads back)
+ *            and store my segment's values;  barrier 1.
+ *  phase 3:  decode every other segment's groups from my own region 1 and
+ *            store the values rounded once (nearest even) to the element
+ *            type.
+ * In place (recv == send) is safe: only my phase 1 reads send, before
+ * barrier 0, and recv is written only after it.
  *
  * Each value is therefore rounded by the codec twice (once on the way to
  * its owner, once on the way back) and once to the element type at the
@@ -299,16 +303,21 @@ struct LaneCode {
 /* Encode the lane's four values of each of kSets groups (x[u]: group u
  * of its segment's, codec.h "several sets of groups per lane"); c[u].quad
  * is what the lane stores of group u (segment_share: for INT3 an even
- * lane's quad and its odd neighbour's).  Every lane of the warp calls it. */
+ * lane's quad and its odd neighbour's), own[u] the group's scale word and
+ * the lane's own codes (what decode_sets takes).  Every lane of the warp
+ * calls it. */
 template <int F, int kSets>
 __device__ __forceinline__ void encode_sets(const float x[kSets][kLaneValues],
-                                            int lane, LaneCode c[kSets]) {
+                                            int lane, LaneCode c[kSets],
+                                            LaneCode own[kSets]) {
   constexpr qcoll_quant_t fmt = static_cast<qcoll_quant_t>(F);
   uint32_t stored[kSets], quad[kSets];
   qcoll__codec_segment_encode_sets<kSets>(fmt, x, lane, stored, quad);
 #pragma unroll
-  for (int u = 0; u < kSets; u++)
+  for (int u = 0; u < kSets; u++) {
     c[u] = LaneCode{stored[u], qcoll__codec_segment_share(fmt, quad[u])};
+    own[u] = LaneCode{stored[u], quad[u]};
+  }
 }
 
 /* The lane's four values of each of kGroups groups, from their stored
@@ -567,8 +576,8 @@ __device__ __forceinline__ void encode_step(const T *src, bool vec,
     for (int j = 0; j < kLaneValues; j++) x[u][j] = value_of(raw[u], j);
     if (rot) qcoll__codec_segment_rotate(x[u], k);
   }
-  LaneCode c[kEncodeSets];
-  encode_sets<F, kEncodeSets>(x, lane, c);
+  LaneCode c[kEncodeSets], own[kEncodeSets];
+  encode_sets<F, kEncodeSets>(x, lane, c, own);
 #pragma unroll
   for (int u = 0; u < kEncodeSets; u++)
     if (set_live(t, u)) store_code<F>(dst + u * kSegsPerWarp * gb, k, c[u]);
@@ -633,35 +642,50 @@ __device__ __forceinline__ void load_chunk(const uint8_t *in, size_t slot_bytes,
   }
 }
 
+/* Contributions p0 .. p0 + kChunk - 1 of kSets sets, loaded (load_chunk)
+ * and decoded: y[u * kChunk + p] is set u's of contribution p0 + p (zeros
+ * past n). */
+template <int F, int kSets, int kChunk>
+__device__ __forceinline__ void decode_chunk(const uint8_t *in,
+                                             size_t slot_bytes, int p0, int n,
+                                             LaneLeft t, int lane,
+                                             float y[kSets * kChunk]
+                                                    [kLaneValues]) {
+  const int k = lane % kSegLanes;
+  RawCode c[kSets][kChunk];
+  load_chunk<F, kSets, kChunk>(in, slot_bytes, p0, n, t, lane, c);
+  LaneCode q[kSets * kChunk];
+#pragma unroll
+  for (int u = 0; u < kSets; u++)
+#pragma unroll
+    for (int p = 0; p < kChunk; p++) q[u * kChunk + p] = raw_quad<F>(c[u][p], k);
+  decode_sets<F, kSets * kChunk>(q, y);
+}
+
 /* One warp step of phase 2: kSets sets of my segment's piece.  Each group's
  * n contributions are loaded kChunk at a time (every load of a chunk issued
  * before the first is used), decoded and added in rank order (the first
  * contribution is the sum's start, not an addition to zero, which would
  * turn a -0 into +0), re-encoded once (values past count zero again, unless
  * the groups are rotated: there the padding was rotated into real values)
- * and pushed into slot <my rank> of every rank's region 1 (the lane's group
- * at byte `out` of each rank's buffer). */
-template <int F, int kSets, int kChunk>
+ * and pushed into slot <my rank> of every other rank's region 1 (the lane's
+ * group at byte `out` of each rank's buffer).  My own result is decoded
+ * from the same codes here (the bits phase 3 would read back) and stored
+ * at dst (set u at dst + 128u), as phase 3 stores the others'. */
+template <typename T, int F, int kSets, int kChunk>
 __device__ __forceinline__ void reduce_step(const qcoll__ipc_view_t &v,
                                             const BlockState *s,
                                             const uint8_t *in,
                                             size_t slot_bytes, size_t out,
-                                            LaneLeft t, int lane, bool rot) {
+                                            T *dst, bool vec, LaneLeft t,
+                                            int lane, bool rot) {
   const uint32_t gb = qcoll__codec_group_bytes(static_cast<qcoll_quant_t>(F));
   const int n = v.nranks;
   const int k = lane % kSegLanes;
   float acc[kSets][kLaneValues];
   for (int p0 = 0; p0 < n; p0 += kChunk) {
-    RawCode c[kSets][kChunk];
-    load_chunk<F, kSets, kChunk>(in, slot_bytes, p0, n, t, lane, c);
-    LaneCode q[kSets * kChunk];
-#pragma unroll
-    for (int u = 0; u < kSets; u++)
-#pragma unroll
-      for (int p = 0; p < kChunk; p++)
-        q[u * kChunk + p] = raw_quad<F>(c[u][p], k);
     float y[kSets * kChunk][kLaneValues];
-    decode_sets<F, kSets * kChunk>(q, y);
+    decode_chunk<F, kSets, kChunk>(in, slot_bytes, p0, n, t, lane, y);
 #pragma unroll
     for (int u = 0; u < kSets; u++)
 #pragma unroll
@@ -674,33 +698,47 @@ __device__ __forceinline__ void reduce_step(const qcoll__ipc_view_t &v,
                             : __fadd_rn(acc[u][j], y[u * kChunk + p][j]);
         }
   }
-#pragma unroll
-  for (int u = 0; u < kSets; u++) {
-    /* The padding of the last group: zero again, whatever it decoded to. */
-    const int avail = rot ? kLaneValues : set_avail(t, u);
-#pragma unroll
-    for (int j = 0; j < kLaneValues; j++)
-      if (j >= avail) acc[u][j] = 0.0f;
-  }
-  LaneCode sum[kSets];
-  encode_sets<F, kSets>(acc, lane, sum);
-  /* Ranks after me first, wrapping round (no division in the loop). */
-  for (int i = 0, q = v.rank + 1; i < n; i++, q++) {
-    if (q == n) q = 0;
-    uint8_t *dst = reinterpret_cast<uint8_t *>(s->bases[q]) + out;
+  /* The padding of the last group: zero again, whatever it decoded to (a
+   * lane tests once whether any of its values lies past count). */
+  if (!rot && set_avail(t, kSets - 1) < kLaneValues) {
 #pragma unroll
     for (int u = 0; u < kSets; u++)
-      if (set_live(t, u)) store_code<F>(dst + u * kSegsPerWarp * gb, k, sum[u]);
+#pragma unroll
+      for (int j = 0; j < kLaneValues; j++)
+        if (j >= set_avail(t, u)) acc[u][j] = 0.0f;
+  }
+  LaneCode sum[kSets], own[kSets];
+  encode_sets<F, kSets>(acc, lane, sum, own);
+  /* The other ranks, those after me first, wrapping round (no division in
+   * the loop). */
+  for (int i = 1, q = v.rank + 1; i < n; i++, q++) {
+    if (q == n) q = 0;
+    uint8_t *region = reinterpret_cast<uint8_t *>(s->bases[q]) + out;
+#pragma unroll
+    for (int u = 0; u < kSets; u++)
+      if (set_live(t, u))
+        store_code<F>(region + u * kSegsPerWarp * gb, k, sum[u]);
+  }
+  float y[kSets][kLaneValues];
+  /* Unrotating may overflow finite values into inf - inf = NaN. */
+  const bool finite = decode_sets<F, kSets>(own, y) && !rot;
+#pragma unroll
+  for (int u = 0; u < kSets; u++) {
+    if (rot) qcoll__codec_segment_unrotate(y[u], k);
+    if (set_live(t, u))
+      store_values(dst + u * kSegsPerWarp * QCOLL_CODEC_GROUP, set_avail(t, u),
+                   vec, finite, y[u]);
   }
 }
 
 /* Phase 2: my segment's piece, reduced from every rank's contribution in
- * rank order and pushed, encoded once, into every rank's region 1 (slot: my
- * rank).  The padding is zero up to the group's end, so the walk's values
- * count up to count. */
-template <int F, int kSets, int kChunk>
+ * rank order and pushed, encoded once, into every other rank's region 1
+ * (slot: my rank), and decoded into my recv.  The padding is zero up to the
+ * group's end, so the walk's values count up to count (only the live sets'
+ * values are stored). */
+template <typename T, int F, int kSets, int kChunk>
 __device__ __forceinline__ void reduce_segment(const qcoll__ipc_view_t &v,
-                                               const BlockState *s,
+                                               const BlockState *s, T *recv,
                                                size_t count, int warp, int lane,
                                                bool rot) {
   using W = Walk<kSets>;
@@ -717,11 +755,15 @@ __device__ __forceinline__ void reduce_segment(const qcoll__ipc_view_t &v,
                       at;
   size_t out = slot_offset(v, 1, v.rank) + at;
   const size_t slot_bytes = qcoll__qlayout_slot_bytes(v.region_bytes, v.nranks);
+  const bool vec = vector_ok(recv);
+  size_t val = lane_value(p, j, W::kGroups, lane);
   for (; w.groups > 0; walk_next(&w)) {
-    reduce_step<F, kSets, kChunk>(v, s, opaque(in), slot_bytes, out,
-                                  lane_left(w, lane), lane, rot);
+    reduce_step<T, F, kSets, kChunk>(v, s, opaque(in), slot_bytes, out,
+                                     recv + opaque(val), vec,
+                                     lane_left(w, lane), lane, rot);
     in += kWarps * W::kGroups * gb;
     out += kWarps * W::kGroups * gb;
+    val += kWarps * W::kValues;
   }
 }
 
@@ -760,7 +802,8 @@ __device__ __forceinline__ void decode_step(const uint8_t *src, T *dst,
   }
 }
 
-/* Phase 3: every segment's piece, decoded from my region 1 into recv. */
+/* Phase 3: every other segment's piece, decoded from my region 1 into
+ * recv (phase 2 stored my own). */
 template <typename T, int F>
 __device__ __forceinline__ void decode_all(const qcoll__ipc_view_t &v,
                                            const BlockState *s, T *recv,
@@ -772,6 +815,7 @@ __device__ __forceinline__ void decode_all(const qcoll__ipc_view_t &v,
   const bool vec = vector_ok(recv);
   int first = 0;
   for (int owner = 0; owner < v.nranks; owner++) {
+    if (owner == v.rank) continue;
     const Piece p = my_piece(count, v.nranks, owner);
     const size_t j = first_step(warp, first);
     first = next_first(first, piece_steps<kDecodeSets>(p));
@@ -795,16 +839,20 @@ __device__ __forceinline__ void decode_all(const qcoll__ipc_view_t &v,
  * worlds take more sets per step, larger ones more contributions per
  * chunk (one rank: one contribution per chunk, so that no decode is
  * spent on a contribution that does not exist). */
-template <int F>
+template <typename T, int F>
 __device__ __forceinline__ void reduce_any(const qcoll__ipc_view_t &v,
-                                           const BlockState *s, size_t count,
-                                           int warp, int lane, bool rot) {
+                                           const BlockState *s, T *recv,
+                                           size_t count, int warp, int lane,
+                                           bool rot) {
   if (v.nranks == 1)
-    reduce_segment<F, kReduceLoads / 2, 1>(v, s, count, warp, lane, rot);
+    reduce_segment<T, F, kReduceLoads / 2, 1>(v, s, recv, count, warp, lane,
+                                              rot);
   else if (v.nranks == 2)
-    reduce_segment<F, kReduceLoads / 2, 2>(v, s, count, warp, lane, rot);
+    reduce_segment<T, F, kReduceLoads / 2, 2>(v, s, recv, count, warp, lane,
+                                              rot);
   else
-    reduce_segment<F, kReduceLoads / 4, 4>(v, s, count, warp, lane, rot);
+    reduce_segment<T, F, kReduceLoads / 4, 4>(v, s, recv, count, warp, lane,
+                                              rot);
 }
 
 template <typename T, int F>
@@ -818,7 +866,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
 
   encode_parts<T, F>(v, &s, send, count, warp, lane, rot);
   if (!block_barrier(v, 0, &s)) return;
-  reduce_any<F>(v, &s, count, warp, lane, rot);
+  reduce_any<T, F>(v, &s, recv, count, warp, lane, rot);
   if (!block_barrier(v, 1, &s)) return;
   decode_all<T, F>(v, &s, recv, count, warp, lane, rot);
   block_end(v, &s);
