@@ -86,9 +86,9 @@
  *    of the warp is plain, plain_words puts each INT8 or INT4 code under
  *    2^23 by one byte permutation and plain_value makes the value by a
  *    subtraction, a multiply and a magnitude clamp; else dec_scale and
- *    decode_lane; the same bits).  Phase 3 then knows every value finite
- *    (INT formats, no rotation) and converts f16/bf16 two at a time with
- *    no NaN test.
+ *    decode_lane; the same bits).  The stores of results (phase 2's own
+ *    segment, phase 3) then know every value finite (INT formats, no
+ *    rotation) and convert f16/bf16 two at a time with no NaN test.
  *  - Work is handed out in warp steps of several sets (kEncodeSets,
  *    kDecodeSets, kReduceLoads); a step issues all its loads before it uses
  *    the first, so memory latency is paid once per step (phase 2: once per
