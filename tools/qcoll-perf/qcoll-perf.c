@@ -132,7 +132,6 @@ static void print_usage(FILE *f) {
       "barrier)\n"
       "  -q, --quant Q           all_reduce transfer: none fp8 int8 int6 int4\n"
       "                          int3; +rot rotates groups (int8+rot)\n"
-      "                          int3\n"
       "      --mem host|gpu      buffer memory (default gpu with a GPU, else "
       "host)\n"
       "  -J, --json FILE         also write the results as JSON to FILE\n"
