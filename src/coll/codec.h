@@ -12,9 +12,10 @@
  *   decode_lane, store_scale/load_scale, pack/unpack_one; rotated groups:
  *   rotate_group, unrotate_group, rotate, unrotate; four codes at a
  *   time: quad_bytes, pack_quad, quad_code; device only: warp_encode,
- *   warp_decode (one group per warp); segment_decode, store_quad_aligned, segment_rotate, segment_unrotate
- *   (four elements per lane), segment_encode_sets, segment_decode_sets
- *   (several groups per lane); plain groups (host and device): plain,
+ *   warp_decode (one group per warp); segment_decode,
+ *   store_quad_aligned, segment_rotate, segment_unrotate (four elements
+ *   per lane), segment_encode_sets, segment_decode_sets (several groups
+ *   per lane); plain groups (host and device): plain,
  *   plain_inv, plain_quad, plain_words, plain_value, plain_decode.
  * fmt is QCOLL_QUANT_FP8, _INT8, _INT6, _INT4 or _INT3; for any other value
  * sizes are 0 and nothing is written.  Host f16/bf16 data converts to and
@@ -185,7 +186,8 @@
  *
  * Lane k of eight holds elements 4k..4k+3: the group's amax is the max of
  * the four abs_bits and of the other seven lanes' (segment_encode_sets
- * reduces several groups' maxima at once), and its four codes, packed by pack_quad, are
+ * reduces several groups' maxima at once), and its four codes, packed by
+ * pack_quad, are
  * the quad_bits(fmt) = 32, 24, 16 or 12 bits of the packed codes starting
  * at bit quad_bits * k of group + 4.  For the byte formats these are
  * quad_bytes = 4, 3 or 2 whole bytes, and no byte is shared between lanes;
@@ -665,9 +667,11 @@ QCOLL_HD uint32_t qcoll__codec_quad_code(qcoll_quant_t fmt, uint32_t quad,
 /* A group is plain when its amax (or stored scale) bits are 0 or at least
  * QCOLL_CODEC_TINY_BITS and finite: then p = 1, nothing is non-finite, and
  * encoding and decoding reduce to the operations below, which give exactly
- * the bits of encode_lane / decode_lane (codec_emu checks it through the
- * kernels on buffers of plain groups, gpu.quant_kernels on the GPU).  Kernels take these paths when every group of a warp step is plain
- * (one vote), else the general ones. */
+ * the bits of encode_lane / decode_lane (test_codec checks them on the
+ * host, codec_emu through the kernels on buffers of plain groups,
+ * gpu.quant_kernels and codec_gpu on the GPU).  Kernels take these paths
+ * when every group of a warp step is plain (one vote), else the general
+ * ones. */
 QCOLL_HD int qcoll__codec_plain(uint32_t bits) {
   return bits < QCOLL_CODEC_INF_BITS &&
          (bits >= QCOLL_CODEC_TINY_BITS || bits == 0);
@@ -775,11 +779,8 @@ QCOLL_HD void qcoll__codec_plain_words(qcoll_quant_t fmt, uint32_t quad,
   }
 }
 
-/* Value of a plain group's code from its word (plain_words) with step and
- * amax (dec_scale's): INT v = code - R as fl(bits(word) - (2^23 + R))
- * (exact), then fl(v * step) with its magnitude clamped to amax (the clamp
- * of decode_lane: y is never NaN, and for y = +-0 both give y). */
-/* fl(v * step) with its magnitude clamped to amax (v finite). */
+/* fl(v * step) with its magnitude clamped to amax, v finite (the clamp of
+ * decode_lane: y is never NaN, and for y = +-0 both give y). */
 QCOLL_HD float qcoll__codec_plain_scaled(float v, float step, float amax) {
   const float y = qcoll__codec_mul(v, step);
   const float m = fminf(fabsf(y), amax);
@@ -787,6 +788,10 @@ QCOLL_HD float qcoll__codec_plain_scaled(float v, float step, float amax) {
                                   (qcoll__codec_f32_to_bits(y) & 0x80000000u));
 }
 
+/* Value of a plain group's code from its word (plain_words) with step and
+ * amax (dec_scale's): INT v = code - R as fl(bits(word) - (2^23 + R))
+ * (exact), FP8 v the e4m3 value (a NaN code gives the canonical NaN), then
+ * plain_scaled. */
 QCOLL_HD float qcoll__codec_plain_value(qcoll_quant_t fmt, uint32_t word,
                                         float step, float amax) {
   float v;
@@ -803,8 +808,9 @@ QCOLL_HD float qcoll__codec_plain_value(qcoll_quant_t fmt, uint32_t word,
 
 /* The four values of a lane's packed codes in a plain group: plain_words
  * and plain_value.  On the device (sm_89 on) FP8 converts its codes two at
- * a time in hardware instead (e4m3 -> f16 is exact, f16 -> f32 too); the NaN codes
- * come out NaN and are made the canonical one, as plain_value does. */
+ * a time in hardware instead (e4m3 -> f16 is exact, f16 -> f32 too); the
+ * NaN codes come out NaN and are made the canonical one, as plain_value
+ * does. */
 QCOLL_HD void qcoll__codec_plain_decode(qcoll_quant_t fmt, uint32_t quad,
                                         float step, float amax, float y[4]) {
   int j;
@@ -1191,7 +1197,7 @@ static __device__ __forceinline__ void qcoll__codec_segment_encode_sets(
 /* Decode the lane's four values of each of kGroups groups from their
  * stored scales and the lane's packed codes (quad_code order).  Every lane
  * of the warp calls it with the same kGroups: when every group of the warp
- * is plain (one vote) each is decoded by plain_value, else by dec_scale
+ * is plain (one vote) each is decoded by plain_decode, else by dec_scale
  * and decode_lane; the same bits either way.  Returns, the same on every
  * lane, whether every value of the warp is known finite: the plain path of
  * an INT format (|value| <= amax, finite); FP8 codes can spell NaN, so

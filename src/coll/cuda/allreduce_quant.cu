@@ -553,6 +553,30 @@ __device__ __forceinline__ X opaque(X x) {
   return x;
 }
 
+/* ---- results ------------------------------------------------------------ */
+
+/* The results of kSets sets from their codes (c[u]: the lane's share of
+ * set u's group, scale word and own codes), unrotated if the groups are,
+ * stored at dst (set u at dst + 128u; only live sets, only values below
+ * the walk's limit).  Phase 2 stores my segment this way, phase 3 the
+ * others.  Every lane of the warp calls it. */
+template <typename T, int F, int kSets>
+__device__ __forceinline__ void store_results(const LaneCode c[kSets], T *dst,
+                                              bool vec, LaneLeft t, int lane,
+                                              bool rot) {
+  const int k = lane % kSegLanes;
+  float y[kSets][kLaneValues];
+  /* Unrotating may overflow finite values into inf - inf = NaN. */
+  const bool finite = decode_sets<F, kSets>(c, y) && !rot;
+#pragma unroll
+  for (int u = 0; u < kSets; u++) {
+    if (rot) qcoll__codec_segment_unrotate(y[u], k);
+    if (set_live(t, u))
+      store_values(dst + u * kSegsPerWarp * QCOLL_CODEC_GROUP, set_avail(t, u),
+                   vec, finite, y[u]);
+  }
+}
+
 /* ---- phase 1 ------------------------------------------------------------- */
 
 /* One warp step of phase 1: the lane's values at src (set u at
@@ -719,16 +743,7 @@ __device__ __forceinline__ void reduce_step(const qcoll__ipc_view_t &v,
       if (set_live(t, u))
         store_code<F>(region + u * kSegsPerWarp * gb, k, sum[u]);
   }
-  float y[kSets][kLaneValues];
-  /* Unrotating may overflow finite values into inf - inf = NaN. */
-  const bool finite = decode_sets<F, kSets>(own, y) && !rot;
-#pragma unroll
-  for (int u = 0; u < kSets; u++) {
-    if (rot) qcoll__codec_segment_unrotate(y[u], k);
-    if (set_live(t, u))
-      store_values(dst + u * kSegsPerWarp * QCOLL_CODEC_GROUP, set_avail(t, u),
-                   vec, finite, y[u]);
-  }
+  store_results<T, F, kSets>(own, dst, vec, t, lane, rot);
 }
 
 /* Phase 2: my segment's piece, reduced from every rank's contribution in
@@ -770,8 +785,8 @@ __device__ __forceinline__ void reduce_segment(const qcoll__ipc_view_t &v,
 /* ---- phase 3 ------------------------------------------------------------- */
 
 /* One warp step of phase 3: the lane's groups read from my region 1 at
- * `src` (set u: 4u groups further), decoded and stored at dst (set u at
- * dst + 128u; only values below the limit). */
+ * `src` (set u: 4u groups further), decoded and stored at dst
+ * (store_results). */
 template <typename T, int F>
 __device__ __forceinline__ void decode_step(const uint8_t *src, T *dst,
                                             bool vec, LaneLeft t, int lane,
@@ -791,15 +806,7 @@ __device__ __forceinline__ void decode_step(const uint8_t *src, T *dst,
   LaneCode q[kDecodeSets];
 #pragma unroll
   for (int u = 0; u < kDecodeSets; u++) q[u] = raw_quad<F>(c[u], k);
-  float y[kDecodeSets][kLaneValues];
-  /* Unrotating may overflow finite values into inf - inf = NaN. */
-  const bool finite = decode_sets<F, kDecodeSets>(q, y) && !rot;
-#pragma unroll
-  for (int u = 0; u < kDecodeSets; u++) {
-    if (rot) qcoll__codec_segment_unrotate(y[u], k);
-    store_values(dst + u * kSegsPerWarp * QCOLL_CODEC_GROUP, set_avail(t, u),
-                 vec, finite, y[u]);
-  }
+  store_results<T, F, kDecodeSets>(q, dst, vec, t, lane, rot);
 }
 
 /* Phase 3: every other segment's piece, decoded from my region 1 into

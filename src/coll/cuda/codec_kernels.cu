@@ -21,16 +21,15 @@
  *    segment; plain warps derive each scale once per lane pair (a Newton
  *    reciprocal, no division) and share it, others derive every scale in
  *    every lane (enc_scale); the lane encodes its four values, packs them
- *    (pack_quad) and
- *    writes its share_bytes(fmt, k) = 4 / 3 / 2 bytes at group + 4 +
- *    share_offset(fmt, k) (INT3: even lanes write 3 bytes, their quad and
- *    their odd neighbour's, taken by one shuffle); lane 0 of the segment
- *    writes the scale.  No byte is written by two lanes.
+ *    (pack_quad) and writes its share_bytes(fmt, k) = 4 / 3 / 2 bytes at
+ *    group + 4 + share_offset(fmt, k) (INT3: even lanes write 3 bytes,
+ *    their quad and their odd neighbour's, taken by one shuffle); lane 0 of
+ *    the segment writes the scale.  No byte is written by two lanes.
  *  - Decode: every lane reads the group's scale word and its own code
  *    bytes (INT3: the pair's 3, its quad share_shift bits up), derives
  *    the scale and decodes four values per group (segment_decode_sets:
- *    plain_words and plain_value in plain warps, else dec_scale and
- *    decode_lane) and writes them with one 16-byte store.
+ *    plain_decode in plain warps, else dec_scale and decode_lane) and
+ *    writes them with one 16-byte store.
  *  - Steps wholly inside n run without bounds checks; the last step checks
  *    every group (g < groups: no bytes past the last group) and every
  *    value (index < n: padding reads 0, decoding writes only n values).
