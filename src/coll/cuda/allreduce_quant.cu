@@ -501,6 +501,28 @@ __device__ __forceinline__ LaneLeft lane_left(const Walk<kSets> &w, int lane) {
                   values - lane * kLaneValues};
 }
 
+/* A step that lies wholly inside the piece and below the limit: every set
+ * live, every value there.  A constant, so that the step's bounds tests
+ * fold away where walk_steps passes it. */
+template <int kSets>
+__device__ __forceinline__ constexpr LaneLeft full_left() {
+  return LaneLeft{kSets, Walk<kSets>::kValues};
+}
+
+/* Run step(t) for every step of the warp's walk, t the lane's LaneLeft,
+ * advancing the walk by a round of the block's warps after each.  The
+ * steps wholly inside the piece (all but at most the last one of each
+ * warp) get full_left(), a constant, so their copy of the step has no
+ * bounds tests; the last one, if partial, gets lane_left(). */
+template <int kSets, typename Step>
+__device__ __forceinline__ void walk_steps(Walk<kSets> w, int lane,
+                                           Step &&step) {
+  for (; w.groups >= Walk<kSets>::kGroups && w.values >= Walk<kSets>::kValues;
+       walk_next(&w))
+    step(full_left<kSets>());
+  for (; w.groups > 0; walk_next(&w)) step(lane_left(w, lane));
+}
+
 /* Whether the lane's group of set u is inside the piece. */
 __device__ __forceinline__ bool set_live(LaneLeft t, int u) {
   return u < t.live;
@@ -631,12 +653,11 @@ __device__ __forceinline__ void encode_parts(const qcoll__ipc_view_t &v,
     size_t at = lane_value(p, j, W::kGroups, lane);
     uint8_t *dst = reinterpret_cast<uint8_t *>(s->bases[owner] + mine) +
                    lane_group(p, j, W::kGroups, seg, gb);
-    for (; w.groups > 0; walk_next(&w)) {
-      encode_step<T, F>(send + opaque(at), vec, opaque(dst), lane_left(w, lane),
-                        lane, rot);
+    walk_steps(w, lane, [&](LaneLeft t) {
+      encode_step<T, F>(send + opaque(at), vec, opaque(dst), t, lane, rot);
       at += kWarps * W::kValues;
       dst += kWarps * W::kGroups * gb;
-    }
+    });
   }
 }
 
@@ -696,7 +717,7 @@ __device__ __forceinline__ void decode_chunk(const uint8_t *in,
  * group at byte `out` of each rank's buffer).  My own result is decoded
  * from the same codes here (the bits phase 3 would read back) and stored
  * at dst (set u at dst + 128u), as phase 3 stores the others'. */
-template <typename T, int F, int kSets, int kChunk>
+template <typename T, int F, int kSets, int kChunk, int kRanks>
 __device__ __forceinline__ void reduce_step(const qcoll__ipc_view_t &v,
                                             const BlockState *s,
                                             const uint8_t *in,
@@ -704,7 +725,7 @@ __device__ __forceinline__ void reduce_step(const qcoll__ipc_view_t &v,
                                             T *dst, bool vec, LaneLeft t,
                                             int lane, bool rot) {
   const uint32_t gb = qcoll__codec_group_bytes(static_cast<qcoll_quant_t>(F));
-  const int n = v.nranks;
+  const int n = kRanks > 0 ? kRanks : v.nranks;
   const int k = lane % kSegLanes;
   float acc[kSets][kLaneValues];
   for (int p0 = 0; p0 < n; p0 += kChunk) {
@@ -751,7 +772,7 @@ __device__ __forceinline__ void reduce_step(const qcoll__ipc_view_t &v,
  * (slot: my rank), and decoded into my recv.  The padding is zero up to the
  * group's end, so the walk's values count up to count (only the live sets'
  * values are stored). */
-template <typename T, int F, int kSets, int kChunk>
+template <typename T, int F, int kSets, int kChunk, int kRanks>
 __device__ __forceinline__ void reduce_segment(const qcoll__ipc_view_t &v,
                                                const BlockState *s, T *recv,
                                                size_t count, int warp, int lane,
@@ -772,14 +793,14 @@ __device__ __forceinline__ void reduce_segment(const qcoll__ipc_view_t &v,
   const size_t slot_bytes = qcoll__qlayout_slot_bytes(v.region_bytes, v.nranks);
   const bool vec = vector_ok(recv);
   size_t val = lane_value(p, j, W::kGroups, lane);
-  for (; w.groups > 0; walk_next(&w)) {
-    reduce_step<T, F, kSets, kChunk>(v, s, opaque(in), slot_bytes, out,
-                                     recv + opaque(val), vec,
-                                     lane_left(w, lane), lane, rot);
+  walk_steps(w, lane, [&](LaneLeft t) {
+    reduce_step<T, F, kSets, kChunk, kRanks>(v, s, opaque(in), slot_bytes, out,
+                                             recv + opaque(val), vec, t, lane,
+                                             rot);
     in += kWarps * W::kGroups * gb;
     out += kWarps * W::kGroups * gb;
     val += kWarps * W::kValues;
-  }
+  });
 }
 
 /* ---- phase 3 ------------------------------------------------------------- */
@@ -831,12 +852,11 @@ __device__ __forceinline__ void decode_all(const qcoll__ipc_view_t &v,
                              s->bases[v.rank] + slot_offset(v, 1, owner)) +
                          lane_group(p, j, W::kGroups, seg, gb);
     size_t at = lane_value(p, j, W::kGroups, lane);
-    for (; w.groups > 0; walk_next(&w)) {
-      decode_step<T, F>(opaque(src), recv + opaque(at), vec, lane_left(w, lane),
-                        lane, rot);
+    walk_steps(w, lane, [&](LaneLeft t) {
+      decode_step<T, F>(opaque(src), recv + opaque(at), vec, t, lane, rot);
       src += kWarps * W::kGroups * gb;
       at += kWarps * W::kValues;
-    }
+    });
   }
 }
 
@@ -845,21 +865,23 @@ __device__ __forceinline__ void decode_all(const qcoll__ipc_view_t &v,
 /* Phase 2 with kReduceLoads (set, contribution) loads in flight: small
  * worlds take more sets per step, larger ones more contributions per
  * chunk (one rank: one contribution per chunk, so that no decode is
- * spent on a contribution that does not exist). */
+ * spent on a contribution that does not exist).  One and two ranks are
+ * compiled with the number of ranks a constant (kRanks; 0: v.nranks), so
+ * their contribution loops have no run-time bounds. */
 template <typename T, int F>
 __device__ __forceinline__ void reduce_any(const qcoll__ipc_view_t &v,
                                            const BlockState *s, T *recv,
                                            size_t count, int warp, int lane,
                                            bool rot) {
   if (v.nranks == 1)
-    reduce_segment<T, F, kReduceLoads / 2, 1>(v, s, recv, count, warp, lane,
-                                              rot);
+    reduce_segment<T, F, kReduceLoads / 2, 1, 1>(v, s, recv, count, warp, lane,
+                                                 rot);
   else if (v.nranks == 2)
-    reduce_segment<T, F, kReduceLoads / 2, 2>(v, s, recv, count, warp, lane,
-                                              rot);
+    reduce_segment<T, F, kReduceLoads / 2, 2, 2>(v, s, recv, count, warp, lane,
+                                                 rot);
   else
-    reduce_segment<T, F, kReduceLoads / 4, 4>(v, s, recv, count, warp, lane,
-                                              rot);
+    reduce_segment<T, F, kReduceLoads / 4, 4, 0>(v, s, recv, count, warp, lane,
+                                                 rot);
 }
 
 template <typename T, int F>
