@@ -93,7 +93,9 @@
  *    kDecodeSets, kReduceLoads); a step issues all its loads before it uses
  *    the first, so memory latency is paid once per step (phase 2: once per
  *    chunk of 1, 2 or 4 contributions, taken in rank order).  A block deals
- *    the steps of its pieces to its warps in turn.
+ *    the steps of its pieces to its warps in turn.  Steps wholly inside the
+ *    piece run without bounds tests (walk_steps); phase 3 issues the next
+ *    step's loads before it decodes the current one (walk_steps_ahead).
  *  - The user's buffers are accessed per lane as one 8- or 16-byte vector
  *    when the pointer is aligned for it and all four values exist, else
  *    element by element (unaligned pointers, the last group): padding reads
