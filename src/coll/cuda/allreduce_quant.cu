@@ -94,8 +94,9 @@
  *    the first, so memory latency is paid once per step (phase 2: once per
  *    chunk of 1, 2 or 4 contributions, taken in rank order).  A block deals
  *    the steps of its pieces to its warps in turn.  Steps wholly inside the
- *    piece run without bounds tests (walk_steps); phase 3 issues the next
- *    step's loads before it decodes the current one (walk_steps_ahead).
+ *    piece run a copy of the step without bounds tests (walk_steps).  Loads
+ *    are not issued a step ahead: in phases 1 and 2 the registers of a
+ *    second step spilled, and in phase 3 it gained nothing on an H200.
  *  - The user's buffers are accessed per lane as one 8- or 16-byte vector
  *    when the pointer is aligned for it and all four values exist, else
  *    element by element (unaligned pointers, the last group): padding reads
@@ -511,12 +512,6 @@ __device__ __forceinline__ constexpr LaneLeft full_left() {
   return LaneLeft{kSets, Walk<kSets>::kValues};
 }
 
-/* Whether a walk's step is wholly inside the piece and below the limit. */
-template <int kSets>
-__device__ __forceinline__ bool step_full(const Walk<kSets> &w) {
-  return w.groups >= Walk<kSets>::kGroups && w.values >= Walk<kSets>::kValues;
-}
-
 /* Run step(t) for every step of the warp's walk, t the lane's LaneLeft,
  * advancing the walk by a round of the block's warps after each.  The
  * steps wholly inside the piece (all but at most the last one of each
@@ -525,37 +520,10 @@ __device__ __forceinline__ bool step_full(const Walk<kSets> &w) {
 template <int kSets, typename Step>
 __device__ __forceinline__ void walk_steps(Walk<kSets> w, int lane,
                                            Step &&step) {
-  for (; step_full(w); walk_next(&w)) step(full_left<kSets>());
+  for (; w.groups >= Walk<kSets>::kGroups && w.values >= Walk<kSets>::kValues;
+       walk_next(&w))
+    step(full_left<kSets>());
   for (; w.groups > 0; walk_next(&w)) step(lane_left(w, lane));
-}
-
-/* walk_steps with each step's loads issued one step ahead: load(t) issues
- * a step's loads and returns what they fetch, use(raw, t) works on it.
- * Step i + 1's loads go out before step i is used, so their latency runs
- * under step i's work instead of stalling the warp (registers hold one
- * step's loads more).  load and use each keep their own position in the
- * piece.  Every step of a warp but its last is full (the walk advances by
- * a whole round of the block's warps), so only the last one can get
- * lane_left(). */
-template <int kSets, typename Load, typename Use>
-__device__ __forceinline__ void walk_steps_ahead(Walk<kSets> w, int lane,
-                                                 Load &&load, Use &&use) {
-  if (w.groups <= 0) return;
-  auto raw = step_full(w) ? load(full_left<kSets>()) : load(lane_left(w, lane));
-  for (;;) {
-    Walk<kSets> next = w;
-    walk_next(&next);
-    if (next.groups <= 0) break;
-    auto ahead = step_full(next) ? load(full_left<kSets>())
-                                 : load(lane_left(next, lane));
-    use(raw, full_left<kSets>());
-    raw = ahead;
-    w = next;
-  }
-  if (step_full(w))
-    use(raw, full_left<kSets>());
-  else
-    use(raw, lane_left(w, lane));
 }
 
 /* Whether the lane's group of set u is inside the piece. */
@@ -636,37 +604,25 @@ __device__ __forceinline__ void store_results(const LaneCode c[kSets], T *dst,
 
 /* ---- phase 1 ------------------------------------------------------------- */
 
-/* One warp step of phase 1, in two parts (walk_steps_ahead): the loads of
- * the lane's values at src (set u at src + 128u), then their encoding into
- * its group at dst (set u: 4u groups further). */
-template <typename T>
-struct EncodeLoads {
-  LaneWords<T> raw[kEncodeSets];
-};
-
-template <typename T>
-__device__ __forceinline__ EncodeLoads<T> encode_loads(const T *src, bool vec,
-                                                       LaneLeft t) {
-  EncodeLoads<T> r;
-#pragma unroll
-  for (int u = 0; u < kEncodeSets; u++)
-    r.raw[u] = load_values(src + u * kSegsPerWarp * QCOLL_CODEC_GROUP,
-                           set_avail(t, u), vec);
-  return r;
-}
-
+/* One warp step of phase 1: the lane's values at src (set u at
+ * src + 128u), encoded into its group at dst (set u: 4u groups further). */
 template <typename T, int F>
-__device__ __forceinline__ void encode_use(const EncodeLoads<T> &r,
-                                           uint8_t *dst, LaneLeft t, int lane,
-                                           bool rot) {
+__device__ __forceinline__ void encode_step(const T *src, bool vec,
+                                            uint8_t *dst, LaneLeft t, int lane,
+                                            bool rot) {
   constexpr qcoll_quant_t fmt = static_cast<qcoll_quant_t>(F);
   const uint32_t gb = qcoll__codec_group_bytes(fmt);
   const int k = lane % kSegLanes;
+  LaneWords<T> raw[kEncodeSets];
+#pragma unroll
+  for (int u = 0; u < kEncodeSets; u++)
+    raw[u] = load_values(src + u * kSegsPerWarp * QCOLL_CODEC_GROUP,
+                         set_avail(t, u), vec);
   float x[kEncodeSets][kLaneValues];
 #pragma unroll
   for (int u = 0; u < kEncodeSets; u++) {
 #pragma unroll
-    for (int j = 0; j < kLaneValues; j++) x[u][j] = value_of(r.raw[u], j);
+    for (int j = 0; j < kLaneValues; j++) x[u][j] = value_of(raw[u], j);
     if (rot) qcoll__codec_segment_rotate(x[u], k);
   }
   LaneCode c[kEncodeSets], own[kEncodeSets];
@@ -700,11 +656,8 @@ __device__ __forceinline__ void encode_parts(const qcoll__ipc_view_t &v,
     size_t at = lane_value(p, j, W::kGroups, lane);
     uint8_t *dst = reinterpret_cast<uint8_t *>(s->bases[owner] + mine) +
                    lane_group(p, j, W::kGroups, seg, gb);
-    /* Not loaded a step ahead: the encoding's registers leave no room
-     * for a second step's values (it spilled). */
     walk_steps(w, lane, [&](LaneLeft t) {
-      encode_use<T, F>(encode_loads(send + opaque(at), vec, t), opaque(dst),
-                       t, lane, rot);
+      encode_step<T, F>(send + opaque(at), vec, opaque(dst), t, lane, rot);
       at += kWarps * W::kValues;
       dst += kWarps * W::kGroups * gb;
     });
@@ -855,39 +808,28 @@ __device__ __forceinline__ void reduce_segment(const qcoll__ipc_view_t &v,
 
 /* ---- phase 3 ------------------------------------------------------------- */
 
-/* One warp step of phase 3, in two parts (walk_steps_ahead): the loads of
- * the lane's groups from my region 1 at `src` (set u: 4u groups further),
- * then their decoding and store at dst (store_results). */
-struct DecodeLoads {
-  RawCode c[kDecodeSets];
-};
-
-template <int F>
-__device__ __forceinline__ DecodeLoads decode_loads(const uint8_t *src,
-                                                    LaneLeft t, int lane) {
+/* One warp step of phase 3: the lane's groups read from my region 1 at
+ * `src` (set u: 4u groups further), decoded and stored at dst
+ * (store_results). */
+template <typename T, int F>
+__device__ __forceinline__ void decode_step(const uint8_t *src, T *dst,
+                                            bool vec, LaneLeft t, int lane,
+                                            bool rot) {
   constexpr qcoll_quant_t fmt = static_cast<qcoll_quant_t>(F);
   const uint32_t gb = qcoll__codec_group_bytes(fmt);
   const int k = lane % kSegLanes;
   const uint8_t *codes = src + code_word_offset<F>(k);
-  DecodeLoads r;
+  RawCode c[kDecodeSets];
 #pragma unroll
   for (int u = 0; u < kDecodeSets; u++) {
-    r.c[u] = RawCode{0, 0, 0};
+    c[u] = RawCode{0, 0, 0};
     if (set_live(t, u))
-      r.c[u] = load_code<F>(src + u * kSegsPerWarp * gb,
-                            codes + u * kSegsPerWarp * gb, k);
+      c[u] = load_code<F>(src + u * kSegsPerWarp * gb,
+                          codes + u * kSegsPerWarp * gb, k);
   }
-  return r;
-}
-
-template <typename T, int F>
-__device__ __forceinline__ void decode_use(const DecodeLoads &r, T *dst,
-                                           bool vec, LaneLeft t, int lane,
-                                           bool rot) {
-  const int k = lane % kSegLanes;
   LaneCode q[kDecodeSets];
 #pragma unroll
-  for (int u = 0; u < kDecodeSets; u++) q[u] = raw_quad<F>(r.c[u], k);
+  for (int u = 0; u < kDecodeSets; u++) q[u] = raw_quad<F>(c[u], k);
   store_results<T, F, kDecodeSets>(q, dst, vec, t, lane, rot);
 }
 
@@ -913,17 +855,11 @@ __device__ __forceinline__ void decode_all(const qcoll__ipc_view_t &v,
                              s->bases[v.rank] + slot_offset(v, 1, owner)) +
                          lane_group(p, j, W::kGroups, seg, gb);
     size_t at = lane_value(p, j, W::kGroups, lane);
-    walk_steps_ahead(
-        w, lane,
-        [&](LaneLeft t) {
-          const DecodeLoads r = decode_loads<F>(opaque(src), t, lane);
-          src += kWarps * W::kGroups * gb;
-          return r;
-        },
-        [&](const DecodeLoads &r, LaneLeft t) {
-          decode_use<T, F>(r, recv + opaque(at), vec, t, lane, rot);
-          at += kWarps * W::kValues;
-        });
+    walk_steps(w, lane, [&](LaneLeft t) {
+      decode_step<T, F>(opaque(src), recv + opaque(at), vec, t, lane, rot);
+      src += kWarps * W::kGroups * gb;
+      at += kWarps * W::kValues;
+    });
   }
 }
 
