@@ -226,22 +226,23 @@ def case_single_rank(run_, perf):
 
 def case_json(run_, perf):
     # -J FILE: the same rows as the table, as JSON; -a and -m as the usual
-    # tests have them (here the mean of the ranks, 2 calls per iteration).
+    # tests have them (here the mean of the ranks, 2 calls per iteration);
+    # --rounds 3: the median of three timed loops, in the header and JSON.
     import json
     import tempfile
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "results.json")
         p = run([run_, "-n", "3", perf, "--mem", "host", "-b", "8", "-e", "4K", "-f", "8",
-                 "-n", "3", "-w", "1", "-a", "1", "-m", "2", "-J", path])
+                 "-n", "3", "-w", "1", "-a", "1", "-m", "2", "--rounds", "3", "-J", path])
         rows = check_table(p, "all_reduce", 3, [8, 64, 512, 4096], ["f32"], ["sum"], -1,
                            memory="host")
-        check("time: mean of ranks  agg iters: 2" in p.stdout,
+        check("time: mean of ranks  agg iters: 2  rounds: 3 (median)" in p.stdout,
               "header does not say how the times were combined")
         check(not os.path.exists(path + ".tmp"), "the temporary file was left behind")
         with open(path) as f:
             doc = json.load(f)
     for key, want in [("tool", "qcoll-perf"), ("collective", "all_reduce"), ("nranks", 3),
-                      ("memory", "host"), ("average", "mean"), ("agg_iters", 2),
+                      ("memory", "host"), ("average", "mean"), ("agg_iters", 2), ("rounds", 3),
                       ("iters", 3), ("check", 1), ("nccl", None), ("wrong", 0)]:
         check(doc.get(key) == want, "JSON %s is %r, expected %r" % (key, doc.get(key), want))
     check(len(doc["rows"]) == len(rows), "JSON has %d rows, the table %d"
@@ -261,7 +262,7 @@ def case_json(run_, perf):
                  "-w", "0", "-a", mode])
         check_table(p, "all_reduce", 2, [64], ["f32"], ["sum"], -1)
         check("time: %s of ranks" % name in p.stdout, "-a %s: header lacks %s" % (mode, name))
-    print("JSON rows match the table; -a 0..3 and -m 2 run")
+    print("JSON rows match the table; -a 0..3, -m 2 and --rounds 3 run")
 
 
 def case_bad_flags(run_, perf):
@@ -289,6 +290,8 @@ def case_bad_flags(run_, perf):
         (["-m", "host"], "-m takes a number of calls per timed iteration; buffer memory "
                          "is --mem host"),
         (["-m", "0"], "-m needs an integer in 1.."),
+        (["--rounds", "0"], "--rounds needs an integer in 1..1000"),
+        (["--rounds", "x"], "--rounds"),
         (["-R", "1"], "unknown option -R"),
         (["-z"], "unknown option -z"),
         (["--bogus"], "unknown option '--bogus'"),

@@ -104,6 +104,7 @@ int perf_json_open(perf_json_t *j, const char *path, const perf_json_run_t *run)
               {"iters", run->iters},
               {"warmup_iters", run->warmup_iters},
               {"agg_iters", run->agg_iters},
+              {"rounds", run->rounds},
               {"graph_launches", run->graph_launches},
               {"registered", run->registered},
               {"check", run->check}};

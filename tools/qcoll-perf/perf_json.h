@@ -7,7 +7,7 @@
  *   {"tool": "qcoll-perf", "version": "0.1.0", "library": "qcoll 0.1.0",
  *    "collective": "all_reduce", "nranks": 2, "memory": "host",
  *    "algo": "auto", "quant": "none", "average": "max", "iters": 20,
- *    "warmup_iters": 5, "agg_iters": 1, "graph_launches": 0, "registered": 0, "check": 1,
+ *    "warmup_iters": 5, "agg_iters": 1, "rounds": 1, "graph_launches": 0, "registered": 0, "check": 1,
  *    "nccl": null | "NCCL 2.x ...",
  *    "rows": [{"size": 8, "count": 2, "type": "f32", "redop": "sum",
  *              "root": -1,
@@ -33,6 +33,7 @@ typedef struct perf_json_run {
   const char *version, *library, *collective, *memory, *algo, *quant,
       *average;
   int nranks, iters, warmup_iters, agg_iters, graph_launches, check;
+  int rounds; /* --rounds: timed loops per row, the median reported */
   int registered; /* --register */
   const char *nccl; /* NULL: no NCCL columns */
 } perf_json_run_t;

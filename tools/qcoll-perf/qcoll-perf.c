@@ -6,6 +6,9 @@
  * For each size of a sweep, every rank runs `warmup` untimed calls, a
  * barrier, then `iters` timed calls; the time reported is the largest
  * per-rank average (so the slowest rank decides, as it does in a real job).
+ * With --rounds R the timed loop runs R times and the row reports the
+ * median round, so that an occasional slow round (processes sharing a
+ * GPU) does not set the figure.
  * Out-of-place is measured first, then in-place.  With -c 1 one more call
  * per size runs on known inputs and every element of the result is
  * compared with the exact expectation (or, with a quantised transfer, with
@@ -73,6 +76,7 @@ typedef struct perf_opts {
   bool register_bufs; /* --register: both buffers registered with qcoll */
   int average;  /* -a: the time reported (perf_average_t) */
   int agg_iters; /* -m: calls per timed iteration */
+  int rounds;    /* --rounds: timed loops per row, the median reported */
   const char *json_path; /* -J: the results as JSON, written by rank 0 */
 } perf_opts_t;
 
@@ -86,7 +90,14 @@ typedef enum perf_average {
 static const char *const average_name[] = {"rank0", "mean", "min", "max"};
 
 /* Long options without a short form. */
-enum { OPT_VS_NCCL = 256, OPT_ALGO, OPT_MEM, OPT_VERSION, OPT_REGISTER };
+enum {
+  OPT_VS_NCCL = 256,
+  OPT_ALGO,
+  OPT_MEM,
+  OPT_VERSION,
+  OPT_REGISTER,
+  OPT_ROUNDS
+};
 
 /* ---- messages ------------------------------------------------------------ */
 
@@ -126,6 +137,10 @@ static void print_usage(FILE *f) {
       "                          the default)\n"
       "  -m, --agg_iters N       calls per timed iteration (default 1): a row's\n"
       "                          time is per call over iters x N calls\n"
+      "      --rounds N          time the loop N times per row and report the\n"
+      "                          median round (default 1), which a run that is\n"
+      "                          now and then slow (GPUs shared by processes)\n"
+      "                          does not move\n"
       "      --algo A            force an algorithm per call: auto host nccl "
       "ipc,\n"
       "                          and oneshot twoshot for all_reduce (not "
@@ -306,6 +321,7 @@ static void parse_options(int argc, char **argv, perf_opts_t *o) {
       {"json", required_argument, NULL, 'J'},
       {"vs-nccl", no_argument, NULL, OPT_VS_NCCL},
       {"register", no_argument, NULL, OPT_REGISTER},
+      {"rounds", required_argument, NULL, OPT_ROUNDS},
       {"version", no_argument, NULL, OPT_VERSION},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
@@ -315,7 +331,8 @@ static void parse_options(int argc, char **argv, perf_opts_t *o) {
                      .n_ops = 1,
                      .mem = PERF_MEM_HOST,
                      .average = PERF_AVG_MAX,
-                     .agg_iters = 1};
+                     .agg_iters = 1,
+                     .rounds = 1};
   qcoll_options_init(&o->call_opts);
   perf_args_init(&o->args, 'T', input_error);
   bool algo_given = false, quant_given = false, mem_given = false;
@@ -356,6 +373,9 @@ static void parse_options(int argc, char **argv, perf_opts_t *o) {
         break;
       case OPT_VS_NCCL: o->vs_nccl = true; break;
       case OPT_REGISTER: o->register_bufs = true; break;
+      case OPT_ROUNDS:
+        o->rounds = (int)perf_parse_int("--rounds", optarg, 1, 1000, input_error);
+        break;
       case OPT_VERSION: print_version(); exit(0);
       case 'h': print_usage(stdout); exit(0);
       case ':':
@@ -599,6 +619,17 @@ static void note_refusal(bench_t *b, engine_t e, const perf_call_t *call,
 /* Calls in one timed loop: iters iterations of -m calls each. */
 static int timed_calls(const perf_opts_t *o) { return o->args.iters * o->agg_iters; }
 
+/* The median of n times (the lower middle one for even n), reordering
+ * them. */
+static int compare_doubles(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+static double median_of(double *t, int n) {
+  qsort(t, (size_t)n, sizeof *t, compare_doubles);
+  return t[(n - 1) / 2];
+}
+
 /* This rank's seconds per call combined over the ranks as -a says. */
 static double combine_times(bench_t *b, double mine) {
   static const qcoll_op_t op_of[] = {[PERF_AVG_MEAN] = QCOLL_SUM,
@@ -667,22 +698,27 @@ static timing_t time_calls(bench_t *b, engine_t e, const perf_call_t *call) {
     }
     launches = o->graph_launches;
   }
-  barrier(b);
-  if (perf_timer_start(&b->timer, b->stream) != 0)
-    die(b, "cannot start the timer: %s", perf_gpu_error());
-  if (t.graph.exec) {
-    for (int k = 0; k < launches; k++)
-      if (perf_graph_launch(&t.graph, b->stream) != 0)
-        die(b, "launching the CUDA graph failed: %s", perf_gpu_error());
-  } else {
-    for (int i = 0; i < timed_calls(o); i++)
-      enqueue(b, e, call, false, why, sizeof why);
+  double rounds[1000];
+  for (int r = 0; r < o->rounds; r++) {
+    barrier(b);
+    if (perf_timer_start(&b->timer, b->stream) != 0)
+      die(b, "cannot start the timer: %s", perf_gpu_error());
+    if (t.graph.exec) {
+      for (int k = 0; k < launches; k++)
+        if (perf_graph_launch(&t.graph, b->stream) != 0)
+          die(b, "launching the CUDA graph failed: %s", perf_gpu_error());
+    } else {
+      for (int i = 0; i < timed_calls(o); i++)
+        enqueue(b, e, call, false, why, sizeof why);
+    }
+    double elapsed = 0;
+    if (perf_timer_stop(&b->timer, b->stream, &elapsed) != 0)
+      die(b, "waiting for the timed loop failed: %s", perf_gpu_error());
+    sync_stream(b); /* asynchronous errors of the loop */
+    /* Every rank combines every round, so all hold the same list. */
+    rounds[r] = combine_times(b, elapsed / ((double)timed_calls(o) * launches));
   }
-  double elapsed = 0;
-  if (perf_timer_stop(&b->timer, b->stream, &elapsed) != 0)
-    die(b, "waiting for the timed loop failed: %s", perf_gpu_error());
-  sync_stream(b); /* asynchronous errors of the loop */
-  t.sec = combine_times(b, elapsed / ((double)timed_calls(o) * launches));
+  t.sec = median_of(rounds, o->rounds);
   return t;
 }
 
@@ -884,11 +920,12 @@ static void print_header(bench_t *b) {
     else if (o->coll->id != PERF_BARRIER)
       printf("  algo: %s", qcoll_algo_name(o->call_opts.algo));
     printf("  buffers: %s", o->register_bufs ? "registered" : "not registered");
-    printf("  timing: %s  time: %s of ranks  agg iters: %d\n",
+    printf("  timing: %s  time: %s of ranks  agg iters: %d  rounds: %d%s\n",
            o->mem == PERF_MEM_HOST      ? "wall clock"
            : o->graph_launches > 0 ? "CUDA events around graph launches"
                                    : "CUDA events on the stream",
-           average_name[o->average], o->agg_iters);
+           average_name[o->average], o->agg_iters, o->rounds,
+           o->rounds > 1 ? " (median)" : "");
     if (b->nccl)
       printf(
           "#  NCCL %s on the same buffers, out of place; "
@@ -964,6 +1001,7 @@ static void start_json(bench_t *b) {
       .iters = o->args.iters,
       .warmup_iters = o->args.warmup,
       .agg_iters = o->agg_iters,
+      .rounds = o->rounds,
       .graph_launches = o->graph_launches,
       .registered = o->register_bufs,
       .check = o->args.check,
