@@ -291,7 +291,7 @@ def case_bad_flags(run_, perf):
                          "is --mem host"),
         (["-m", "0"], "-m needs an integer in 1.."),
         (["--rounds", "0"], "--rounds needs an integer in 1..1000"),
-        (["--rounds", "x"], "--rounds"),
+        (["--rounds", "x"], "--rounds needs an integer in 1..1000, got 'x'"),
         (["-R", "1"], "unknown option -R"),
         (["-z"], "unknown option -z"),
         (["--bogus"], "unknown option '--bogus'"),

@@ -89,6 +89,9 @@ typedef enum perf_average {
 } perf_average_t;
 static const char *const average_name[] = {"rank0", "mean", "min", "max"};
 
+/* Most timed loops per row (--rounds): their times are kept on the stack. */
+enum { PERF_MAX_ROUNDS = 1000 };
+
 /* Long options without a short form. */
 enum {
   OPT_VS_NCCL = 256,
@@ -374,7 +377,8 @@ static void parse_options(int argc, char **argv, perf_opts_t *o) {
       case OPT_VS_NCCL: o->vs_nccl = true; break;
       case OPT_REGISTER: o->register_bufs = true; break;
       case OPT_ROUNDS:
-        o->rounds = (int)perf_parse_int("--rounds", optarg, 1, 1000, input_error);
+        o->rounds = (int)perf_parse_int("--rounds", optarg, 1, PERF_MAX_ROUNDS,
+                                   input_error);
         break;
       case OPT_VERSION: print_version(); exit(0);
       case 'h': print_usage(stdout); exit(0);
@@ -698,7 +702,7 @@ static timing_t time_calls(bench_t *b, engine_t e, const perf_call_t *call) {
     }
     launches = o->graph_launches;
   }
-  double rounds[1000];
+  double rounds[PERF_MAX_ROUNDS];
   for (int r = 0; r < o->rounds; r++) {
     barrier(b);
     if (perf_timer_start(&b->timer, b->stream) != 0)
