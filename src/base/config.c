@@ -136,8 +136,8 @@ static const env_entry_t env_table[] = {
      ENV_BOOL, FIELD(graph_register), 0, 0},
     {"QCOLL_ONESHOT_MAX_BYTES", "0",
      "largest GPU all-reduce sent one-shot by the selection table (0: 4 MiB "
-     "divided by the number of ranks, where one-shot and two-shot crossed at "
-     "2 and 8 ranks)",
+     "at 2 ranks, else 4 MiB divided by the number of ranks, where one-shot "
+     "and two-shot crossed at 2 and 8 ranks)",
      ENV_BYTES, FIELD(oneshot_max_bytes), 0, 0},
     {"QCOLL_TWOSHOT_MAX_BYTES", "16M",
      "largest GPU all-reduce sent two-shot before NCCL is preferred (when NCCL "
@@ -424,15 +424,20 @@ static void warn_unknown_names(void) {
 
 /* One-shot reads every peer's whole message, two-shot a share of it twice:
  * the crossover falls as ranks are added.  Measured on one H200 (bf16,
- * graph): one-shot faster up to 2 MiB at 2 ranks (7.9 us against 10.3) and
- * slower at 4 MiB (15.5 against 14.9); at 8 ranks faster up to 512 KiB
- * (12.6 against 17.2), even at 1 MiB, slower at 2 MiB
- * (docs/results/2026-12-02-h200-merged.md). */
+ * graph): at 8 ranks one-shot faster up to 512 KiB (12.6 against 17.2),
+ * even at 1 MiB, slower at 2 MiB (docs/results/2026-12-02-h200-merged.md);
+ * at 2 ranks see qcoll__config_oneshot_max_bytes. */
 #define ONESHOT_AUTO_BYTES ((size_t)4 << 20)
 
+/* Two ranks: 4 MiB, where the one-shot (copied in, two packs per thread
+ * per round) took 9.5 us against the two-shot's 10.4-11.0 registered and
+ * 13.5-14.4 staged, and 8 MiB went to the two-shot (15-17 against 21-24;
+ * one H200, docs/results/2026-12-03-h200-oneshot-unroll.md).  More ranks:
+ * 4 MiB divided by their number (the crossing measured at 8 ranks). */
 size_t qcoll__config_oneshot_max_bytes(const qcoll__config_t *config, int nranks) {
   if (config->oneshot_max_bytes) return config->oneshot_max_bytes;
-  return ONESHOT_AUTO_BYTES / (size_t)(nranks > 1 ? nranks : 1);
+  if (nranks <= 2) return ONESHOT_AUTO_BYTES;
+  return ONESHOT_AUTO_BYTES / (size_t)nranks;
 }
 
 static pthread_once_t unknown_once = PTHREAD_ONCE_INIT;

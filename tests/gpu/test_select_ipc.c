@@ -96,14 +96,15 @@ static void nccl_is_preferred_where_it_serves(void **state) {
                    QCOLL__PATH_ONESHOT);
 }
 
-/* All-reduce on the fp32 kernels: one-shot up to 4 MiB over the ranks
- * (2 MiB at 2 ranks, 512 KiB at 8), two-shot above; a set
- * QCOLL_ONESHOT_MAX_BYTES is the limit at every world size. */
+/* All-reduce on the fp32 kernels: one-shot up to 4 MiB at 2 ranks, 4 MiB
+ * over the ranks with more (1 MiB at 4, 512 KiB at 8), two-shot above; a
+ * set QCOLL_ONESHOT_MAX_BYTES is the limit at every world size. */
 static void oneshot_gives_way_to_twoshot_by_rank_count(void **state) {
   (void)state;
   const int worlds[] = {2, 4, 8};
   for (size_t w = 0; w < sizeof worlds / sizeof worlds[0]; w++) {
-    size_t limit = ((size_t)4 << 20) / (size_t)worlds[w];
+    size_t limit = worlds[w] == 2 ? (size_t)4 << 20
+                                  : ((size_t)4 << 20) / (size_t)worlds[w];
     qcoll__select_in_t in = gpu_call(QCOLL__COLL_ALL_REDUCE, QCOLL_BF16,
                                      QCOLL_SUM, limit, true, false);
     in.nranks = worlds[w];

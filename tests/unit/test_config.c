@@ -111,7 +111,8 @@ static void config_is_typed_and_bad_values_give_defaults(void **state) {
 static void oneshot_limit_scales_with_ranks_unless_set(void **state) {
   qcoll__config_t c;
   qcoll__config_read(&c);
-  assert_int_equal(qcoll__config_oneshot_max_bytes(&c, 2), 2u << 20);
+  assert_int_equal(qcoll__config_oneshot_max_bytes(&c, 2), 4u << 20);
+  assert_int_equal(qcoll__config_oneshot_max_bytes(&c, 3), (4u << 20) / 3);
   assert_int_equal(qcoll__config_oneshot_max_bytes(&c, 4), 1u << 20);
   assert_int_equal(qcoll__config_oneshot_max_bytes(&c, 8), 512u << 10);
   assert_int_equal(qcoll__config_oneshot_max_bytes(&c, 1), 4u << 20);

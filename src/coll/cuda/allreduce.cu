@@ -76,10 +76,12 @@
  * the launch in between passed barrier 0, which the reader joins only
  * after its kernel for this launch completed.
  *
- * The two-shot's three loops keep several 16-byte accesses in flight per
- * thread (kCopyUnroll packs per round when copying, kReduceLoads loads per
- * round when reducing): a round issues all its loads before its first
- * store.
+ * Every copy and reduce loop of both kernels keeps several 16-byte
+ * accesses in flight per thread (kCopyUnroll packs per round when
+ * copying, kReduceLoads loads per round when reducing): a round issues all
+ * its loads before its first store.  (The one-shot once took one pack per
+ * thread per round, so a thread with several packs paid one memory latency
+ * for each.)
  *
  * Reductions load every rank's pack, convert to fp32 and combine them in
  * rank order 0..n-1, then round once to the element type: every rank
@@ -140,38 +142,8 @@
 
 namespace {
 
-/* Packs [begin, end) of the user's input staged at byte `offset` of this
- * rank's buffer. */
-template <typename T>
-__device__ __forceinline__ void copy_in(const qcoll__ipc_view_t &v,
-                                        const BlockState *s, size_t offset,
-                                        const T *src, size_t count,
-                                        size_t begin, size_t end) {
-  const bool aligned = (reinterpret_cast<uintptr_t>(src) % kPackBytes) == 0;
-  uint4 *mine = reinterpret_cast<uint4 *>(s->bases[v.rank] + offset);
-  for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x)
-    mine[i] = load_user(src, i, count, aligned).raw;
-}
-
-/* Pack i reduced over every rank's input, in rank order
- * (reduce_in_rank_order, elem_ops.cuh).  All loads are issued before the
- * first add.  Loads bypass L1 (peers wrote the data). */
-/* `src[p]`: where rank p's input of this launch lies in this process (its
- * staged region, or its registered user buffer), in shared memory. */
-template <typename T, typename Op>
-__device__ __forceinline__ Pack<T> reduce_pack(const qcoll__ipc_view_t &v,
-                                               const char *const *src,
-                                               size_t i) {
-  uint4 in[QCOLL_IPC_MAX_RANKS];
-#pragma unroll
-  for (int p = 0; p < QCOLL_IPC_MAX_RANKS; p++)
-    if (p < v.nranks)
-      in[p] = __ldcg(reinterpret_cast<const uint4 *>(src[p]) + i);
-  return reduce_in_rank_order<T, Op, QCOLL_IPC_MAX_RANKS>(in, v.nranks);
-}
-
-/* ---- two-shot: several 16-byte accesses in flight per thread ------------
- * A thread takes packs i, i + B, ..., i + (U - 1) B (B = blockDim.x) of a
+/* ---- several 16-byte accesses in flight per thread ----------------------
+ * Both kernels copy and reduce with these loops.  A thread takes packs i, i + B, ..., i + (U - 1) B (B = blockDim.x) of a
  * range per round and issues all their loads before its first store, so U
  * accesses per thread are in flight instead of one.  The last round of a
  * range skips the packs past its end, so a range shorter than U B (a
@@ -187,14 +159,13 @@ constexpr int kCopyUnroll = 4;
 constexpr int kReduceLoads = 8;
 
 /* Packs [begin, end) of the user's input staged at byte `offset` of this
- * rank's buffer, kCopyUnroll at a time. */
-template <typename T>
-__device__ __forceinline__ void twoshot_copy_in(const qcoll__ipc_view_t &v,
+ * rank's buffer, U at a time. */
+template <typename T, int U = kCopyUnroll>
+__device__ __forceinline__ void copy_in(const qcoll__ipc_view_t &v,
                                                 const BlockState *s,
                                                 size_t offset, const T *src,
                                                 size_t count, size_t begin,
                                                 size_t end) {
-  constexpr int U = kCopyUnroll;
   const bool aligned = (reinterpret_cast<uintptr_t>(src) % kPackBytes) == 0;
   uint4 *mine = reinterpret_cast<uint4 *>(s->bases[v.rank] + offset);
   const size_t b = blockDim.x;
@@ -226,6 +197,17 @@ struct RegionAndOwnSink {
     store_user(recv, i, count, aligned, x);
   }
 };
+/* The one-shot's: my own output only. */
+template <typename T>
+struct OwnSink {
+  T *recv;
+  size_t count;
+  bool aligned;
+  template <typename U>
+  __device__ __forceinline__ void put(size_t i, const Pack<U> &x) const {
+    store_user(recv, i, count, aligned, x);
+  }
+};
 struct DirectSink {
   char *const *dst; /* every rank's output, in shared memory */
   int nranks;
@@ -240,7 +222,7 @@ struct DirectSink {
 /* Packs [begin, end) reduced over every rank's input (src[p]) into sink,
  * U packs (of kRanks >= nranks loads each) per round. */
 template <typename T, typename Op, int U, int kRanks, typename Sink>
-__device__ __forceinline__ void twoshot_reduce_range(
+__device__ __forceinline__ void reduce_range(
     const qcoll__ipc_view_t &v, const char *const *src, const Sink &sink,
     size_t begin, size_t end) {
   const size_t b = blockDim.x;
@@ -262,20 +244,20 @@ __device__ __forceinline__ void twoshot_reduce_range(
   }
 }
 
-/* The reduction of my segment with as many packs per round as the world
- * leaves registers for: 4 for 2 ranks, 2 for up to 4, else 1. */
+/* The two-shot's reduction of my segment with as many packs per round as
+ * the world leaves registers for: 4 for 2 ranks, 2 for up to 4, else 1.
+ * Loads bypass L1 (peers wrote the data). */
 template <typename T, typename Op, typename Sink>
-__device__ __forceinline__ void twoshot_reduce(const qcoll__ipc_view_t &v,
-                                               const char *const *src,
-                                               const Sink &sink, size_t begin,
-                                               size_t end) {
+__device__ __forceinline__ void reduce_packs(const qcoll__ipc_view_t &v,
+                                             const char *const *src,
+                                             const Sink &sink, size_t begin,
+                                             size_t end) {
   if (v.nranks <= 2)
-    twoshot_reduce_range<T, Op, kReduceLoads / 2, 2>(v, src, sink, begin, end);
+    reduce_range<T, Op, kReduceLoads / 2, 2>(v, src, sink, begin, end);
   else if (v.nranks <= 4)
-    twoshot_reduce_range<T, Op, kReduceLoads / 4, 4>(v, src, sink, begin, end);
+    reduce_range<T, Op, kReduceLoads / 4, 4>(v, src, sink, begin, end);
   else
-    twoshot_reduce_range<T, Op, 1, QCOLL_IPC_MAX_RANKS>(v, src, sink, begin,
-                                                        end);
+    reduce_range<T, Op, 1, QCOLL_IPC_MAX_RANKS>(v, src, sink, begin, end);
 }
 
 /* Packs [begin, end) of an owner's region 1 (`result`) to the user's
@@ -459,7 +441,12 @@ __device__ __forceinline__ bool all_of(const int *flags, int n) {
 
 /* ---- kernels ------------------------------------------------------------ */
 
-template <typename T, typename Op>
+/* kWide: two ranks and more than one pack per thread, copied and reduced
+ * kCopyUnroll and kReduceLoads / 2 packs per round; else one pack per
+ * thread per round for any world size.  Two kernels rather than a branch:
+ * the small one-shot's time grew by about 1 us at 8 ranks on one H200 when
+ * its kernel also held the unrolled loops. */
+template <typename T, typename Op, bool kWide>
 __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     oneshot_kernel(qcoll__ipc_view_t v, qcoll__ipc_ar_args_t a) {
   __shared__ BlockState s;
@@ -482,11 +469,15 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
   qcoll__ipc_reg_desc_t mine;
   mine.send = a.send != a.recv ? own_ref(v, a, a.send_ref) : no_ref();
   mine.recv = no_ref();
-  if (!mine.send.gen) copy_in(v, &s, staged, send, count, begin, end);
+  if (!mine.send.gen)
+    copy_in<T, kWide ? kCopyUnroll : 1>(v, &s, staged, send, count, begin, end);
   if (exchange_barrier(v, &s, a, mine, staged, nullptr, &r)) {
     const bool aligned = (reinterpret_cast<uintptr_t>(recv) % kPackBytes) == 0;
-    for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x)
-      store_user(recv, i, count, aligned, reduce_pack<T, Op>(v, r.src, i));
+    OwnSink<T> sink = {recv, count, aligned};
+    if (kWide)
+      reduce_range<T, Op, kReduceLoads / 2, 2>(v, r.src, sink, begin, end);
+    else
+      reduce_range<T, Op, 1, QCOLL_IPC_MAX_RANKS>(v, r.src, sink, begin, end);
     /* Peers read registered inputs in place: no rank may return (and let
      * its stream overwrite its input) before every peer has read it.  All
      * ranks see the same descriptors, so all take this barrier or none. */
@@ -540,10 +531,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
       !mine.send.gen && count % Pack<T>::kElems == 0 &&
       (reinterpret_cast<uintptr_t>(send) % kPackBytes) == 0;
   if (in_place_mine) {
-    twoshot_copy_in(v, &s, inputs, send, count, begin, mine_begin);
-    twoshot_copy_in(v, &s, inputs, send, count, mine_end, end);
+    copy_in(v, &s, inputs, send, count, begin, mine_begin);
+    copy_in(v, &s, inputs, send, count, mine_end, end);
   } else if (!mine.send.gen) {
-    twoshot_copy_in(v, &s, inputs, send, count, begin, end);
+    copy_in(v, &s, inputs, send, count, begin, end);
   }
   if (!exchange_barrier(v, &s, a, mine, inputs, in_place_mine ? send : nullptr,
                         &r))
@@ -556,12 +547,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
   const bool aligned = (reinterpret_cast<uintptr_t>(recv) % kPackBytes) == 0;
   if (direct) {
     DirectSink sink = {r.dst, n, count};
-    twoshot_reduce<T, Op>(v, r.src, sink, mine_begin, mine_end);
+    reduce_packs<T, Op>(v, r.src, sink, mine_begin, mine_end);
   } else {
     RegionAndOwnSink<T> sink = {
         reinterpret_cast<uint4 *>(region(v, &s, v.rank, 1)), recv, count,
         aligned};
-    twoshot_reduce<T, Op>(v, r.src, sink, mine_begin, mine_end);
+    reduce_packs<T, Op>(v, r.src, sink, mine_begin, mine_end);
   }
   if (!block_barrier(v, 1, &s)) return;
   if (direct) {
@@ -588,29 +579,31 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
 typedef void (*kernel_fn)(qcoll__ipc_view_t, qcoll__ipc_ar_args_t);
 
 template <typename T, typename Op>
-kernel_fn pick_algo(qcoll__ipc_algo_t algo) {
-  return algo == QCOLL_IPC_ONESHOT
-             ? reinterpret_cast<kernel_fn>(oneshot_kernel<T, Op>)
-             : reinterpret_cast<kernel_fn>(twoshot_kernel<T, Op>);
+kernel_fn pick_algo(qcoll__ipc_algo_t algo, bool wide) {
+  if (algo == QCOLL_IPC_TWOSHOT)
+    return reinterpret_cast<kernel_fn>(twoshot_kernel<T, Op>);
+  return wide ? reinterpret_cast<kernel_fn>(oneshot_kernel<T, Op, true>)
+              : reinterpret_cast<kernel_fn>(oneshot_kernel<T, Op, false>);
 }
 
 template <typename T>
-kernel_fn pick_op(qcoll__ipc_algo_t algo, qcoll_op_t op) {
+kernel_fn pick_op(qcoll__ipc_algo_t algo, bool wide, qcoll_op_t op) {
   switch (op) {
-    case QCOLL_SUM: return pick_algo<T, OpSum>(algo);
-    case QCOLL_MIN: return pick_algo<T, OpMin>(algo);
-    case QCOLL_MAX: return pick_algo<T, OpMax>(algo);
+    case QCOLL_SUM: return pick_algo<T, OpSum>(algo, wide);
+    case QCOLL_MIN: return pick_algo<T, OpMin>(algo, wide);
+    case QCOLL_MAX: return pick_algo<T, OpMax>(algo, wide);
     default: return nullptr;
   }
 }
 
-kernel_fn pick_kernel(qcoll__ipc_algo_t algo, qcoll_dtype_t dtype,
+/* wide: the one-shot's two-rank kernel with several packs per thread. */
+kernel_fn pick_kernel(qcoll__ipc_algo_t algo, bool wide, qcoll_dtype_t dtype,
                       qcoll_op_t op) {
   if (algo != QCOLL_IPC_ONESHOT && algo != QCOLL_IPC_TWOSHOT) return nullptr;
   switch (dtype) {
-    case QCOLL_F16: return pick_op<__half>(algo, op);
-    case QCOLL_BF16: return pick_op<__nv_bfloat16>(algo, op);
-    case QCOLL_F32: return pick_op<float>(algo, op);
+    case QCOLL_F16: return pick_op<__half>(algo, wide, op);
+    case QCOLL_BF16: return pick_op<__nv_bfloat16>(algo, wide, op);
+    case QCOLL_F32: return pick_op<float>(algo, wide, op);
     default: return nullptr;
   }
 }
@@ -628,7 +621,7 @@ size_t elem_bytes(qcoll_dtype_t dtype) {
 
 extern "C" int qcoll__cuda_all_reduce_supported(qcoll_dtype_t dtype,
                                                 qcoll_op_t op) {
-  return pick_kernel(QCOLL_IPC_ONESHOT, dtype, op) != nullptr;
+  return pick_kernel(QCOLL_IPC_ONESHOT, false, dtype, op) != nullptr;
 }
 
 extern "C" size_t qcoll__cuda_all_reduce_chunk_elems(
@@ -661,14 +654,17 @@ extern "C" cudaError_t qcoll__cuda_all_reduce_launch_reg(
     void *recvbuf, size_t count, qcoll_dtype_t dtype, qcoll_op_t op,
     const qcoll__ipc_reg_ref_t *send_ref, const qcoll__ipc_reg_ref_t *recv_ref,
     cudaStream_t stream) {
-  kernel_fn fn = pick_kernel(algo, dtype, op);
+  int grid = qcoll__cuda_all_reduce_grid(view, algo, count, dtype);
+  const size_t packs = (count * elem_bytes(dtype) + kPackBytes - 1) / kPackBytes;
+  const bool wide = algo == QCOLL_IPC_ONESHOT && view->nranks == 2 &&
+                    packs > (size_t)grid * kThreads;
+  kernel_fn fn = pick_kernel(algo, wide, dtype, op);
   const bool exchange = send_ref || recv_ref;
   if (!fn || count > qcoll__cuda_all_reduce_chunk_elems(view, algo, dtype) ||
       view->nranks < 1 || view->nranks > QCOLL_IPC_MAX_RANKS ||
       (exchange && (!view->reg_table || !view->desc_offset)))
     return cudaErrorInvalidValue;
   if (count == 0) return cudaSuccess;
-  int grid = qcoll__cuda_all_reduce_grid(view, algo, count, dtype);
   qcoll__ipc_view_t v = *view;
   qcoll__ipc_ar_args_t a;
   memset(&a, 0, sizeof a);
@@ -702,14 +698,16 @@ extern "C" cudaError_t qcoll__cuda_all_reduce_resident_blocks(int *blocks) {
   static const qcoll_dtype_t dtypes[] = {QCOLL_F16, QCOLL_BF16, QCOLL_F32};
   static const qcoll_op_t ops[] = {QCOLL_SUM, QCOLL_MIN, QCOLL_MAX};
   int per_sm = 1 << 30;
-  for (int a = 0; a < 2; a++)
+  for (int k = 0; k < 3; k++)
     for (qcoll_dtype_t d : dtypes)
       for (qcoll_op_t o : ops) {
         int n = 0;
+        /* k: the one-shot, its wide form, the two-shot */
+        const qcoll__ipc_algo_t algo =
+            k == 2 ? QCOLL_IPC_TWOSHOT : QCOLL_IPC_ONESHOT;
         err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
             &n,
-            reinterpret_cast<const void *>(
-                pick_kernel((qcoll__ipc_algo_t)a, d, o)),
+            reinterpret_cast<const void *>(pick_kernel(algo, k == 1, d, o)),
             kThreads, 0);
         if (err != cudaSuccess) return err;
         if (n < per_sm) per_sm = n;

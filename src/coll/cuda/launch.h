@@ -86,7 +86,9 @@ static inline QCOLL_IPC_HD size_t qcoll__ipc_flag_index(int block, int writer,
 
 /* One-shot regions: an eighth of the data space, at most this much (a
  * larger one-shot message is cut into launches of this size). */
-#define QCOLL_IPC_ONESHOT_MAX_REGION (2u * 1024u * 1024u)
+#ifndef QCOLL_IPC_ONESHOT_MAX_REGION
+#define QCOLL_IPC_ONESHOT_MAX_REGION (4u * 1024u * 1024u)
+#endif
 
 /* Size of each of the two one-shot regions for an IPC buffer of
  * `buffer_bytes`; 0 when the buffer is too small (see region_bytes). */
