@@ -59,31 +59,26 @@ static qcoll_status_t quant_all_reduce(qcoll__ctx_t *comm, const void *sendbuf,
   if (st != QCOLL_OK) return st;
   if (count == 0) return QCOLL_OK;
 
-  /* Chunks are whole groups (chunk is a multiple of 32), so every group is
-   * the one a single launch of the whole message would form. */
-  const size_t elem = qcoll_dtype_size(dtype);
+  /* One launch: the kernel streams a message larger than the data regions
+   * through them in chunks of whole groups (chunk is a multiple of 32), so
+   * every group is the one a single chunk of the whole message forms. */
   const size_t chunks = (count + chunk - 1) / chunk;
-  for (size_t k = 0; k < chunks; k++) {
-    size_t offset = k * chunk;
-    size_t n = QCOLL_MIN(chunk, count - offset);
-    cudaError_t err = qcoll__cuda_all_reduce_quant_launch(
-        &cc->view, (const char *)sendbuf + offset * elem,
-        (char *)recvbuf + offset * elem, n, dtype, quant, rotate,
-        (cudaStream_t)stream);
-    if (err != cudaSuccess) {
-      (void)cudaGetLastError();
-      return qcoll__error(comm, QCOLL_ERR_CUDA,
-                          "launching the %s two-shot all-reduce kernel (chunk "
-                          "%zu of %zu, %zu %s elements) on device %d failed: "
-                          "%s (%s)",
-                          qname, k + 1, chunks, n, qcoll_dtype_name(dtype),
-                          comm->device, cudaGetErrorName(err),
-                          cudaGetErrorString(err));
-    }
+  cudaError_t err = qcoll__cuda_all_reduce_quant_launch(
+      &cc->view, sendbuf, recvbuf, count, dtype, quant, rotate,
+      (cudaStream_t)stream);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return qcoll__error(comm, QCOLL_ERR_CUDA,
+                        "launching the %s two-shot all-reduce kernel (%zu %s "
+                        "elements in %zu chunk(s)) on device %d failed: %s "
+                        "(%s)",
+                        qname, count, qcoll_dtype_name(dtype), chunks,
+                        comm->device, cudaGetErrorName(err),
+                        cudaGetErrorString(err));
   }
   QLOG_TRACE(comm, COLL,
-             "all-reduce %zu x %s sum: two-shot %s%s, %zu launch(es) of up to "
-             "%zu elements on stream %p",
+             "all-reduce %zu x %s sum: two-shot %s%s, one launch of %zu "
+             "chunk(s) of up to %zu elements on stream %p",
              count, qcoll_dtype_name(dtype), qname, rotate ? "+rot" : "",
              chunks, chunk, stream);
   return QCOLL_OK;

@@ -95,7 +95,9 @@ static const env_entry_t env_table[] = {
     {"QCOLL_QUANT_MIN_BYTES", "1M",
      "messages smaller than this are never quantised", ENV_BYTES,
      FIELD(quant_min_bytes), 0, 0},
-    {"QCOLL_IPC_BYTES", "64M", "CUDA IPC buffer per rank (data and flags)",
+    {"QCOLL_IPC_BYTES", "64M",
+     "CUDA IPC buffer per rank (data and flags; one-shot regions larger "
+     "than 2 MiB each take the rest beside it, 4 MiB more by default)",
      ENV_BYTES, FIELD(ipc_bytes), 0, 0},
     {"QCOLL_MAX_BLOCKS", "0",
      "largest grid of a rank's GPU collective kernels (0: the GPU's resident "

@@ -1,15 +1,20 @@
 /*
  * The quantised two-shot all-reduce kernel (src/coll/cuda/allreduce_quant.cu)
  * modelled on the CPU: n simulated ranks with their data regions, the
- * kernel's three phases for every block of a grid, the transport's chunk
- * loop, all through the layout functions the kernel itself calls
- * (quant_layout.h) and codec.h's group functions (the GPU's warp path gives
- * the same bytes, test_codec_gpu checks that).  Asserted:
+ * kernel's three phases for every block of a grid, round after round of a
+ * launch that streams a message larger than the regions, all through the
+ * layout functions the kernel itself calls (quant_layout.h: the plan, the
+ * slot areas) and codec.h's group functions (the GPU's warp path gives the
+ * same bytes, test_codec_gpu checks that).  Asserted:
  *
  *  - every encoded group lies inside its slot, and no byte of a region is
- *    written twice in one launch (segments, pieces and slots do not overlap);
+ *    written twice in one round (segments, pieces and slots do not overlap);
  *  - every group read in phase 2 or 3 was written earlier in the same
- *    launch (never stale bytes of an earlier launch or chunk);
+ *    round (never stale bytes of an earlier launch or round);
+ *  - in a launch of several rounds, every byte of a slot is written and
+ *    read by blocks of one index only (blocks wait only on their peers'
+ *    blocks of the same index, so another block could overwrite it while
+ *    it is still being read);
  *  - every output element is written exactly once;
  *  - every rank's output equals ref_scheme_qcoll() (tests/codec/ref_scheme.c)
  *    rounded to the element type, bit for bit (NaN as the kernel stores it),
@@ -23,6 +28,7 @@
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -54,7 +60,9 @@ typedef struct model {
   size_t region_bytes;
   uint8_t *data[MAX_RANKS]; /* each rank's two data regions */
   uint8_t
-      *written[MAX_RANKS]; /* per byte: which phase of this launch wrote it */
+      *written[MAX_RANKS]; /* per byte: which phase of this round wrote it */
+  int16_t *block[MAX_RANKS]; /* per byte: the block index that used it in
+                                this launch, -1 none yet */
 } model_t;
 
 static void model_init(model_t *m, int n, size_t region_bytes) {
@@ -64,21 +72,39 @@ static void model_init(model_t *m, int n, size_t region_bytes) {
   for (int r = 0; r < n; r++) {
     m->data[r] = malloc(2 * region_bytes);
     m->written[r] = malloc(2 * region_bytes);
+    m->block[r] = malloc(2 * region_bytes * sizeof(int16_t));
     assert_non_null(m->data[r]);
     assert_non_null(m->written[r]);
+    assert_non_null(m->block[r]);
     memset(m->data[r], 0xa5, 2 * region_bytes); /* garbage, never zeros */
   }
 }
 
 static void model_free(model_t *m) {
-  for (int r = 0; r < m->n; r++) free(m->data[r]), free(m->written[r]);
+  for (int r = 0; r < m->n; r++)
+    free(m->data[r]), free(m->written[r]), free(m->block[r]);
+}
+
+/* Bytes [offset, offset + gb) of rank's regions used by block `b`: the
+ * only block index to use them in this launch. */
+static void claim(model_t *m, int rank, size_t offset, size_t gb, int b) {
+  for (size_t k = 0; k < gb; k++) {
+    int16_t *owner = &m->block[rank][offset + k];
+    if (*owner >= 0 && *owner != b) {
+      print_error("rank %d byte %zu used by blocks %d and %d in one launch\n",
+                  rank, offset + k, *owner, b);
+      fail();
+    }
+    *owner = (int16_t)b;
+  }
 }
 
 /* Write one group at `offset` of rank's data regions, first time this
- * launch. */
+ * round, by block b. */
 static void put_group(model_t *m, int rank, size_t offset, const uint8_t *bytes,
-                      size_t gb, int phase) {
+                      size_t gb, int phase, int b) {
   assert_true(offset + gb <= 2 * m->region_bytes);
+  claim(m, rank, offset, gb, b);
   for (size_t k = 0; k < gb; k++) {
     if (m->written[rank][offset + k] != UNWRITTEN) {
       print_error(
@@ -91,10 +117,12 @@ static void put_group(model_t *m, int rank, size_t offset, const uint8_t *bytes,
   memcpy(m->data[rank] + offset, bytes, gb);
 }
 
-/* The group at `offset` of rank's regions, which `phase` must have written. */
-static const uint8_t *get_group(const model_t *m, int rank, size_t offset,
-                                size_t gb, int phase) {
+/* The group at `offset` of rank's regions, which `phase` must have written,
+ * read by block b. */
+static const uint8_t *get_group(model_t *m, int rank, size_t offset, size_t gb,
+                                int phase, int b) {
   assert_true(offset + gb <= 2 * m->region_bytes);
+  claim(m, rank, offset, gb, b);
   for (size_t k = 0; k < gb; k++)
     if (m->written[rank][offset + k] != phase) {
       print_error("rank %d byte %zu read in phase %d holds %s\n", rank,
@@ -113,16 +141,21 @@ typedef struct launch {
   qcoll_quant_t fmt;
   qcoll_dtype_t dtype;
   int grid;
-  size_t count;
+  size_t area; /* the plan's: 0 in a launch of one round */
+  size_t count; /* this round's */
   const float *in[MAX_RANKS]; /* each rank's chunk, f32 values exact in dtype */
   uint32_t *out[MAX_RANKS];   /* each rank's chunk of output bits */
   uint8_t *out_hits[MAX_RANKS];
 } launch_t;
 
-static void slot_check(const model_t *m, size_t seg_begin, size_t g,
-                       size_t gb) {
-  size_t slot = qcoll__qlayout_slot_bytes(m->region_bytes, m->n);
-  assert_true(qcoll__qlayout_group_offset(g, seg_begin, gb) + gb <= slot);
+/* Byte offset in its slot of group g of block b's piece [pb, ..) of the
+ * segment starting at sb, checked to lie inside the slot. */
+static size_t slot_at(const model_t *m, const launch_t *l, size_t g, size_t sb,
+                      size_t pb, int b, size_t gb) {
+  size_t at = qcoll__qlayout_slot_group(g, sb, pb, (unsigned)b, l->area) * gb;
+  if (!l->area) assert_true(at == qcoll__qlayout_group_offset(g, sb, gb));
+  assert_true(at + gb <= qcoll__qlayout_slot_bytes(m->region_bytes, m->n));
+  return at;
 }
 
 static void phase1(model_t *m, const launch_t *l) {
@@ -142,11 +175,10 @@ static void phase1(model_t *m, const launch_t *l) {
             x[lane] = i < l->count ? l->in[p][i] : 0.0f;
           }
           qcoll__codec_encode_group(l->fmt, x, wire);
-          slot_check(m, sb, g, gb);
           put_group(m, s,
                     qcoll__qlayout_slot_offset(m->region_bytes, m->n, 0, p) +
-                        qcoll__qlayout_group_offset(g, sb, gb),
-                    wire, gb, BY_PHASE1);
+                        slot_at(m, l, g, sb, pb, b, gb),
+                    wire, gb, BY_PHASE1, b);
         }
       }
 }
@@ -161,13 +193,13 @@ static void phase2(model_t *m, const launch_t *l) {
       qcoll__qlayout_segment(groups, m->n, s, &sb, &se);
       qcoll__qlayout_piece(sb, se, (unsigned)b, (unsigned)l->grid, &pb, &pe);
       for (size_t g = pb; g < pe; g++) {
-        size_t at = qcoll__qlayout_group_offset(g, sb, gb);
+        size_t at = slot_at(m, l, g, sb, pb, b, gb);
         float acc[G], dec[G];
         for (int p = 0; p < m->n; p++) { /* rank order */
           size_t off =
               qcoll__qlayout_slot_offset(m->region_bytes, m->n, 0, p) + at;
-          qcoll__codec_decode_group(l->fmt, get_group(m, s, off, gb, BY_PHASE1),
-                                    dec);
+          qcoll__codec_decode_group(
+              l->fmt, get_group(m, s, off, gb, BY_PHASE1, b), dec);
           for (int lane = 0; lane < G; lane++)
             acc[lane] = p == 0 ? dec[lane] : acc[lane] + dec[lane];
         }
@@ -178,7 +210,7 @@ static void phase2(model_t *m, const launch_t *l) {
           put_group(
               m, q,
               qcoll__qlayout_slot_offset(m->region_bytes, m->n, 1, s) + at,
-              wire, gb, BY_PHASE2);
+              wire, gb, BY_PHASE2, b);
       }
     }
 }
@@ -196,9 +228,9 @@ static void phase3(model_t *m, const launch_t *l) {
           float y[G];
           size_t off =
               qcoll__qlayout_slot_offset(m->region_bytes, m->n, 1, owner) +
-              qcoll__qlayout_group_offset(g, sb, gb);
-          qcoll__codec_decode_group(l->fmt, get_group(m, q, off, gb, BY_PHASE2),
-                                    y);
+              slot_at(m, l, g, sb, pb, b, gb);
+          qcoll__codec_decode_group(
+              l->fmt, get_group(m, q, off, gb, BY_PHASE2, b), y);
           for (int lane = 0; lane < G; lane++) {
             size_t i = g * G + (size_t)lane;
             if (i >= l->count) continue;
@@ -209,15 +241,19 @@ static void phase3(model_t *m, const launch_t *l) {
       }
 }
 
-static void model_launch(model_t *m, const launch_t *l) {
-  for (int r = 0; r < m->n; r++)
+/* One round of a launch (first: the launch's first round). */
+static void model_round(model_t *m, const launch_t *l, bool first) {
+  for (int r = 0; r < m->n; r++) {
     memset(m->written[r], UNWRITTEN, 2 * m->region_bytes);
+    if (first)
+      for (size_t k = 0; k < 2 * m->region_bytes; k++) m->block[r][k] = -1;
+  }
   phase1(m, l);
   phase2(m, l); /* after barrier 0 */
   phase3(m, l); /* after barrier 1 */
 }
 
-/* ---- one message, through the transport's chunk loop -------------------- */
+/* ---- one message, one launch streaming its rounds ------------------------ */
 
 typedef enum data_kind { DATA_GAUSS, DATA_SPECIAL } data_kind_t;
 
@@ -268,21 +304,31 @@ static int run_message(const message_case_t *c, uint64_t seed) {
 
   model_t m;
   model_init(&m, c->n, c->region_bytes);
-  size_t chunk = qcoll__qlayout_chunk_elems(c->region_bytes, c->n,
-                                            qcoll__codec_group_bytes(c->fmt));
-  assert_true(chunk > 0 && chunk % G == 0);
-  int launches = 0;
-  for (size_t off = 0; off < c->count; off += chunk) {
+  qcoll__qlayout_plan_t plan = {0, 0, 0};
+  assert_true(qcoll__qlayout_plan(c->count, c->region_bytes, c->n,
+                                  qcoll__codec_group_bytes(c->fmt),
+                                  c->grid_limit, &plan));
+  assert_true(plan.chunk > 0 && plan.chunk % G == 0);
+  assert_true(plan.grid >= 1 && plan.grid <= c->grid_limit);
+  /* A launch of one round keeps the plain layout; one that streams has
+   * areas, and its chunk fills whole areas. */
+  assert_true((plan.area == 0) == (c->count <= plan.chunk));
+  if (plan.area)
+    assert_true(plan.chunk ==
+                (size_t)c->n * plan.area * (size_t)plan.grid * G);
+  int rounds = 0;
+  for (size_t off = 0; off < c->count; off += plan.chunk) {
     launch_t l = {.fmt = c->fmt, .dtype = c->dtype};
-    l.count = c->count - off < chunk ? c->count - off : chunk;
-    l.grid = qcoll__qlayout_grid(qcoll__codec_groups(l.count), c->grid_limit);
+    l.count = c->count - off < plan.chunk ? c->count - off : plan.chunk;
+    l.grid = plan.grid;
+    l.area = plan.area;
     for (int r = 0; r < c->n; r++) {
       l.in[r] = in[r] + off;
       l.out[r] = out[r] + off;
       l.out_hits[r] = hits[r] + off;
     }
-    model_launch(&m, &l);
-    launches++;
+    model_round(&m, &l, off == 0);
+    rounds++;
   }
 
   size_t bad = 0;
@@ -304,7 +350,8 @@ static int run_message(const message_case_t *c, uint64_t seed) {
   model_free(&m);
   for (int r = 0; r < c->n; r++) free(in[r]), free(out[r]), free(hits[r]);
   free(ref);
-  return launches;
+  assert_int_equal(rounds, (int)((c->count + plan.chunk - 1) / plan.chunk));
+  return rounds;
 }
 
 /* ---- the tests ------------------------------------------------------------
@@ -395,11 +442,13 @@ static void test_small_messages(void **state) {
       cases);
 }
 
-/* Messages of several chunks (small regions), odd grids. */
+/* Messages of several rounds of one launch (small regions), odd grids; the
+ * last round of chunk + 1 elements is one group, whose piece would lie in
+ * another block's bytes of the slot without the areas. */
 static void test_chunked_messages(void **state) {
   (void)state;
   uint64_t seed = 1000;
-  int cases = 0, max_launches = 0;
+  int cases = 0, max_rounds = 0;
   const int sizes[] = {2, 3, 4, 8};
   for (size_t f = 0; f < NFORMATS; f++)
     for (size_t d = 0; d < 3; d++)
@@ -418,16 +467,16 @@ static void test_chunked_messages(void **state) {
                                rb,
                                grids[c],
                                c == 2 ? DATA_SPECIAL : DATA_GAUSS};
-          int launches = run_message(&mc, seed++);
-          assert_int_equal(launches, (int)((counts[c] + chunk - 1) / chunk));
-          if (launches > max_launches) max_launches = launches;
+          int rounds = run_message(&mc, seed++);
+          assert_true(rounds >= (int)((counts[c] + chunk - 1) / chunk));
+          if (rounds > max_rounds) max_rounds = rounds;
           cases++;
         }
       }
   print_message(
-      "%d chunked messages (up to %d launches): every rank equals the "
-      "reference\n",
-      cases, max_launches);
+      "%d chunked messages (up to %d rounds in one launch): every rank "
+      "equals the reference\n",
+      cases, max_rounds);
 }
 
 int main(void) {

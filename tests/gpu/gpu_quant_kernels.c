@@ -1,8 +1,9 @@
 /*
  * The quantised two-shot kernel (src/coll/cuda/allreduce_quant.cu) on its
  * own, without the library: one process plays N ranks on one GPU, each with
- * its own IPC-layout buffer and stream, and calls the launchers directly, in
- * chunks as the transport does.  If gpu_quant (through the library) fails
+ * its own IPC-layout buffer and stream, and calls the launchers directly,
+ * one launch per all-reduce as the transport does (the kernel takes a
+ * message larger than the regions chunk by chunk).  If gpu_quant (through the library) fails
  * and this passes, look at the transport; if both fail, at the kernel.
  *
  *  - every format x f16/bf16/f32 x counts (1 value, 1 group, tails, several
@@ -80,37 +81,26 @@ static void sync_all(world_t *w, const char *what) {
   }
 }
 
-/* Rank r's quantised all-reduce in chunks, as the transport does (used
- * when capturing one rank's stream into a graph). */
+/* Rank r's quantised all-reduce, one launch however many chunks it
+ * spans, as the transport makes it (used when capturing one rank's stream
+ * into a graph). */
 static void quant_launches(world_t *w, int r, const void *send, void *recv,
                            size_t count, qcoll_dtype_t dtype, qcoll_quant_t fmt,
                            cudaStream_t stream) {
-  size_t es = gt_dtype_size(dtype);
-  size_t chunk = qcoll__cuda_all_reduce_quant_chunk_elems(&w->views[r], fmt);
-  for (size_t off = 0; off < count; off += chunk)
-    GT_CUDA(qcoll__cuda_all_reduce_quant_launch(
-        &w->views[r], (const char *)send + off * es, (char *)recv + off * es,
-        count - off < chunk ? count - off : chunk, dtype, fmt, 0, stream));
+  GT_CUDA(qcoll__cuda_all_reduce_quant_launch(&w->views[r], send, recv, count,
+                                              dtype, fmt, 0, stream));
 }
 
-/* One quantised all-reduce on every rank, enqueued chunk by chunk across the
- * ranks.  The ranks here are streams of one process, and streams may share
- * a hardware queue (fewer of them under MPS): enqueued rank by rank, a
- * rank's second chunk could sit in a queue ahead of another rank's first
- * chunk, which it waits for.  Processes (the library's ranks) have queues
- * of their own. */
+/* One quantised all-reduce on every rank: one launch each, the kernel
+ * streaming a message larger than the regions through them chunk by
+ * chunk. */
 static void quant_all(world_t *w, char *const *send, size_t send_lead,
                       char *const *recv, size_t recv_lead, size_t count,
                       qcoll_dtype_t dtype, qcoll_quant_t fmt, int rotate) {
-  size_t es = gt_dtype_size(dtype);
-  size_t chunk = qcoll__cuda_all_reduce_quant_chunk_elems(&w->views[0], fmt);
-  for (size_t off = 0; off < count; off += chunk)
-    for (int r = 0; r < w->n; r++)
-      GT_CUDA(qcoll__cuda_all_reduce_quant_launch(
-          &w->views[r], send[r] + send_lead + off * es,
-          recv[r] + recv_lead + off * es,
-          count - off < chunk ? count - off : chunk, dtype, fmt, rotate,
-          w->streams[r]));
+  for (int r = 0; r < w->n; r++)
+    GT_CUDA(qcoll__cuda_all_reduce_quant_launch(
+        &w->views[r], send[r] + send_lead, recv[r] + recv_lead, count, dtype,
+        fmt, rotate, w->streams[r]));
 }
 
 /* Every rank's output against the reference, the bound and the guards. */

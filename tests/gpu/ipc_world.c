@@ -31,7 +31,8 @@ void world_init(world_t *w, int n, size_t ipc_bytes, double timeout_s) {
   w->full_grid = resident / n;
   if (w->full_grid > QCOLL_IPC_MAX_BLOCKS) w->full_grid = QCOLL_IPC_MAX_BLOCKS;
   for (int r = 0; r < n; r++) {
-    GT_CUDA(cudaMalloc((void **)&w->buffers[r], ipc_bytes));
+    GT_CUDA(cudaMalloc((void **)&w->buffers[r],
+                       qcoll__ipc_layout_bytes(ipc_bytes)));
     GT_CUDA(cudaHostAlloc((void **)&w->words[r], 2 * sizeof(unsigned long long),
                           cudaHostAllocMapped));
     GT_CUDA(cudaStreamCreateWithFlags(&w->streams[r], cudaStreamNonBlocking));

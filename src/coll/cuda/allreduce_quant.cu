@@ -3,12 +3,17 @@
  * transfer carries the groups of ../codec.h (FP8, INT8, INT6, INT4, INT3:
  * 32 values and one scale per group) instead of the elements themselves.
  *
- * Algorithm.  A launch handles count <= chunk elements (a host loop cuts
- * larger messages into chunks of whole groups).  Its G = ceil(count / 32)
- * groups are cut into one segment per owner rank and every segment into one
- * piece per block, as quant_layout.h describes; block b of every rank
- * handles piece b of every segment, so blocks only wait on peer blocks of
- * the same index, as in allreduce.cu.
+ * Algorithm.  A launch takes its message in rounds of at most `chunk`
+ * elements (whole groups; one round when it fits the regions), each round
+ * the three phases below.  A round's G = ceil(n / 32) groups are cut into
+ * one segment per owner rank and every segment into one piece per block,
+ * as quant_layout.h describes; block b of every rank handles piece b of
+ * every segment, so blocks only wait on peer blocks of the same index, as
+ * in allreduce.cu, and go from round to round on their own.  A launch of
+ * several rounds (streaming) puts block b's groups in its own area of
+ * every slot (quant_layout.h), so that no slot byte is ever written or
+ * read by another block of the launch: a block that starts round k + 1
+ * while another is still in round k never touches what that one reads.
  *
  *  phase 1:  for every owner s, encode my piece of segment s of the input
  *            (f16/bf16/f32 -> f32, exact) and write the groups into slot
@@ -55,8 +60,8 @@
  * anyway, or to NaN in a group whose real values are not finite, which
  * makes the whole group NaN either way); phase 3 stores only the count
  * values.  Zero padding changes neither a group's scale nor any code, so a
- * message split into chunks at group boundaries gives the same bits as one
- * launch, and the same as the CPU model on the whole message.
+ * message split into rounds at group boundaries gives the same bits as one
+ * round, and the same as the CPU model on the whole message.
  *
  * Eight lanes per group, four values per lane (codec.h "Four elements per
  * lane"), in all three phases.  A warp is four segments of eight lanes; a
@@ -427,20 +432,26 @@ __device__ __forceinline__ size_t slot_offset(const qcoll__ipc_view_t &v,
          qcoll__qlayout_slot_offset(v.region_bytes, v.nranks, index, slot);
 }
 
-/* This block's piece of owner's segment: groups [begin, end), the
- * segment's first group seg_begin, and limit, the number of values before
- * `end` that exist (count cuts the last group). */
+/* This block's piece of owner's segment: groups [begin, end), slot_first
+ * the index of group `begin` in its slot (quant_layout.h: plain, or in the
+ * block's area when the launch streams), and limit, the number of values
+ * before `end` that exist (count cuts the last group). */
 struct Piece {
-  size_t seg_begin, begin, end, limit;
+  size_t slot_first, begin, end, limit;
 };
 
-__device__ __forceinline__ Piece my_piece(size_t count, int nranks, int owner) {
+/* `area`: the block's area of a slot in a streaming launch, 0 in a launch
+ * of one round. */
+__device__ __forceinline__ Piece my_piece(size_t count, size_t area,
+                                          int nranks, int owner) {
   Piece p;
-  size_t seg_end;
+  size_t seg_begin, seg_end;
   qcoll__qlayout_segment(qcoll__codec_groups(count), nranks, owner,
-                         &p.seg_begin, &seg_end);
-  qcoll__qlayout_piece(p.seg_begin, seg_end, blockIdx.x, gridDim.x, &p.begin,
+                         &seg_begin, &seg_end);
+  qcoll__qlayout_piece(seg_begin, seg_end, blockIdx.x, gridDim.x, &p.begin,
                        &p.end);
+  p.slot_first =
+      qcoll__qlayout_slot_group(p.begin, seg_begin, p.begin, blockIdx.x, area);
   const size_t e = p.end * QCOLL_CODEC_GROUP;
   p.limit = e < count ? e : count;
   return p;
@@ -551,12 +562,12 @@ __device__ __forceinline__ int next_first(int first, size_t steps) {
   return (int)(((size_t)first + steps) % kWarps);
 }
 
-/* Byte offset, in a slot whose first group is the segment's, of the
- * lane's set-0 group of step `first` of a piece. */
+/* Byte offset, in its slot, of the lane's set-0 group of step `first` of
+ * a piece. */
 __device__ __forceinline__ size_t lane_group(const Piece &p, size_t first,
                                              int kGroups, int seg,
                                              uint32_t gb) {
-  return (p.begin - p.seg_begin + first * (size_t)kGroups + (size_t)seg) * gb;
+  return (p.slot_first + first * (size_t)kGroups + (size_t)seg) * gb;
 }
 
 /* Index, in the user's buffer, of the lane's first value of step `first`
@@ -639,8 +650,8 @@ __device__ __forceinline__ void encode_step(const T *src, bool vec,
 template <typename T, int F>
 __device__ __forceinline__ void encode_parts(const qcoll__ipc_view_t &v,
                                              const BlockState *s, const T *send,
-                                             size_t count, int warp, int lane,
-                                             bool rot) {
+                                             size_t count, size_t area,
+                                             int warp, int lane, bool rot) {
   using W = Walk<kEncodeSets>;
   const uint32_t gb = qcoll__codec_group_bytes(static_cast<qcoll_quant_t>(F));
   const int seg = lane / kSegLanes;
@@ -649,7 +660,7 @@ __device__ __forceinline__ void encode_parts(const qcoll__ipc_view_t &v,
   int first = 0;
   for (int i = 0; i < v.nranks; i++) {
     const int owner = (v.rank + 1 + i) % v.nranks;
-    const Piece p = my_piece(count, v.nranks, owner);
+    const Piece p = my_piece(count, area, v.nranks, owner);
     const size_t j = first_step(warp, first);
     first = next_first(first, piece_steps<kEncodeSets>(p));
     W w = walk_from<kEncodeSets>(p, j);
@@ -778,12 +789,12 @@ __device__ __forceinline__ void reduce_step(const qcoll__ipc_view_t &v,
 template <typename T, int F, int kSets, int kChunk, int kRanks>
 __device__ __forceinline__ void reduce_segment(const qcoll__ipc_view_t &v,
                                                const BlockState *s, T *recv,
-                                               size_t count, int warp, int lane,
-                                               bool rot) {
+                                               size_t count, size_t area,
+                                               int warp, int lane, bool rot) {
   using W = Walk<kSets>;
   const uint32_t gb = qcoll__codec_group_bytes(static_cast<qcoll_quant_t>(F));
   const int seg = lane / kSegLanes;
-  const Piece p = my_piece(count, v.nranks, v.rank);
+  const Piece p = my_piece(count, area, v.nranks, v.rank);
   Piece counted = p;
   counted.limit = count;
   const size_t j = (size_t)warp;
@@ -838,8 +849,8 @@ __device__ __forceinline__ void decode_step(const uint8_t *src, T *dst,
 template <typename T, int F>
 __device__ __forceinline__ void decode_all(const qcoll__ipc_view_t &v,
                                            const BlockState *s, T *recv,
-                                           size_t count, int warp, int lane,
-                                           bool rot) {
+                                           size_t count, size_t area, int warp,
+                                           int lane, bool rot) {
   using W = Walk<kDecodeSets>;
   const uint32_t gb = qcoll__codec_group_bytes(static_cast<qcoll_quant_t>(F));
   const int seg = lane / kSegLanes;
@@ -847,7 +858,7 @@ __device__ __forceinline__ void decode_all(const qcoll__ipc_view_t &v,
   int first = 0;
   for (int owner = 0; owner < v.nranks; owner++) {
     if (owner == v.rank) continue;
-    const Piece p = my_piece(count, v.nranks, owner);
+    const Piece p = my_piece(count, area, v.nranks, owner);
     const size_t j = first_step(warp, first);
     first = next_first(first, piece_steps<kDecodeSets>(p));
     W w = walk_from<kDecodeSets>(p, j);
@@ -874,40 +885,53 @@ __device__ __forceinline__ void decode_all(const qcoll__ipc_view_t &v,
 template <typename T, int F>
 __device__ __forceinline__ void reduce_any(const qcoll__ipc_view_t &v,
                                            const BlockState *s, T *recv,
-                                           size_t count, int warp, int lane,
-                                           bool rot) {
+                                           size_t count, size_t area, int warp,
+                                           int lane, bool rot) {
   if (v.nranks == 1)
-    reduce_segment<T, F, kReduceLoads / 2, 1, 1>(v, s, recv, count, warp, lane,
-                                                 rot);
+    reduce_segment<T, F, kReduceLoads / 2, 1, 1>(v, s, recv, count, area, warp,
+                                                 lane, rot);
   else if (v.nranks == 2)
-    reduce_segment<T, F, kReduceLoads / 2, 2, 2>(v, s, recv, count, warp, lane,
-                                                 rot);
+    reduce_segment<T, F, kReduceLoads / 2, 2, 2>(v, s, recv, count, area, warp,
+                                                 lane, rot);
   else
-    reduce_segment<T, F, kReduceLoads / 4, 4, 0>(v, s, recv, count, warp, lane,
-                                                 rot);
+    reduce_segment<T, F, kReduceLoads / 4, 4, 0>(v, s, recv, count, area, warp,
+                                                 lane, rot);
 }
 
+/* The message streams through the data regions in rounds of `chunk`
+ * elements (whole groups), each round the three phases with the block's
+ * next epoch (ipc_sync.cuh next_epoch).  Block b waits only on its peers'
+ * blocks b, so the blocks go from round to round on their own (no
+ * grid-wide drain between rounds, as between the launches of a host loop);
+ * that is safe because a streaming launch (area != 0) keeps each block's
+ * groups in its own area of every slot (quant_layout.h), so a slot byte is
+ * written and read by blocks b alone. */
 template <typename T, int F>
 __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     quant_twoshot_kernel(qcoll__ipc_view_t v, const T *send, T *recv,
-                         size_t count, int rotate) {
+                         size_t count, size_t chunk, size_t area,
+                         int rotate) {
   __shared__ BlockState s;
   block_begin(v, &s);
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const bool rot = rotate != 0; /* the same for the whole grid */
 
-  encode_parts<T, F>(v, &s, send, count, warp, lane, rot);
-  if (!block_barrier(v, 0, &s)) return;
-  reduce_any<T, F>(v, &s, recv, count, warp, lane, rot);
-  if (!block_barrier(v, 1, &s)) return;
-  decode_all<T, F>(v, &s, recv, count, warp, lane, rot);
+  for (size_t off = 0; off < count; off += chunk) {
+    const size_t n = count - off < chunk ? count - off : chunk;
+    if (off != 0) next_epoch(&s);
+    encode_parts<T, F>(v, &s, send + off, n, area, warp, lane, rot);
+    if (!block_barrier(v, 0, &s)) return;
+    reduce_any<T, F>(v, &s, recv + off, n, area, warp, lane, rot);
+    if (!block_barrier(v, 1, &s)) return;
+    decode_all<T, F>(v, &s, recv + off, n, area, warp, lane, rot);
+  }
   block_end(v, &s);
 }
 
 /* ---- dispatch ------------------------------------------------------------ */
 
 typedef void (*kernel_fn)(qcoll__ipc_view_t, const void *, void *, size_t,
-                          int);
+                          size_t, size_t, int);
 
 template <typename T>
 kernel_fn pick_format(qcoll_quant_t quant) {
@@ -941,6 +965,12 @@ kernel_fn pick_kernel(qcoll_dtype_t dtype, qcoll_op_t op, qcoll_quant_t quant) {
   }
 }
 
+/* The most blocks of a quantised launch (the view's agreed grid). */
+int grid_limit(const qcoll__ipc_view_t *view) {
+  int limit = view->max_grid > 0 ? view->max_grid : 1;
+  return limit > QCOLL_IPC_MAX_BLOCKS ? QCOLL_IPC_MAX_BLOCKS : limit;
+}
+
 }  // namespace
 
 extern "C" int qcoll__cuda_all_reduce_quant_supported(qcoll_dtype_t dtype,
@@ -955,26 +985,22 @@ extern "C" size_t qcoll__cuda_all_reduce_quant_chunk_elems(
                                     qcoll__codec_group_bytes(quant));
 }
 
-extern "C" int qcoll__cuda_all_reduce_quant_grid(const qcoll__ipc_view_t *view,
-                                                 size_t count) {
-  int limit = view->max_grid > 0 ? view->max_grid : 1;
-  if (limit > QCOLL_IPC_MAX_BLOCKS) limit = QCOLL_IPC_MAX_BLOCKS;
-  return qcoll__qlayout_grid(qcoll__codec_groups(count), limit);
-}
-
 extern "C" cudaError_t qcoll__cuda_all_reduce_quant_launch(
     const qcoll__ipc_view_t *view, const void *sendbuf, void *recvbuf,
     size_t count, qcoll_dtype_t dtype, qcoll_quant_t quant, int rotate,
     cudaStream_t stream) {
   kernel_fn fn = pick_kernel(dtype, QCOLL_SUM, quant);
+  qcoll__qlayout_plan_t plan;
   if (!fn || view->nranks < 1 || view->nranks > QCOLL_IPC_MAX_RANKS ||
-      count > qcoll__cuda_all_reduce_quant_chunk_elems(view, quant))
+      !qcoll__qlayout_plan(count, view->region_bytes, view->nranks,
+                           qcoll__codec_group_bytes(quant), grid_limit(view),
+                           &plan))
     return cudaErrorInvalidValue;
   if (count == 0) return cudaSuccess;
-  int grid = qcoll__cuda_all_reduce_quant_grid(view, count);
   qcoll__ipc_view_t v = *view;
   int rot = rotate != 0;
-  void *args[] = {&v, &sendbuf, &recvbuf, &count, &rot};
+  void *args[] = {&v, &sendbuf, &recvbuf, &count, &plan.chunk, &plan.area, &rot};
+  const int grid = plan.grid;
   return launch_kernel(reinterpret_cast<const void *>(fn), grid, args, stream,
                        v.pdl != 0);
 }

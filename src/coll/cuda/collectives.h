@@ -173,9 +173,7 @@ static inline size_t qcoll__ipc_p2p_pair_bytes(size_t requested) {
 /* Where the inboxes start in an IPC buffer of buffer_bytes: right after
  * the data regions. */
 static inline size_t qcoll__ipc_p2p_offset(size_t buffer_bytes) {
-  return qcoll__ipc_region_offset(qcoll__ipc_oneshot_bytes(buffer_bytes),
-                                  qcoll__ipc_region_bytes(buffer_bytes),
-                                  QCOLL_IPC_REGIONS);
+  return qcoll__ipc_layout_bytes(buffer_bytes);
 }
 
 /* Bytes to allocate for a rank's IPC buffer of buffer_bytes (launch.h

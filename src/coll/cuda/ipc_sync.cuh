@@ -239,6 +239,25 @@ __device__ __forceinline__ bool block_barrier(const qcoll__ipc_view_t &v,
   return !s->failed;
 }
 
+/* The epoch that follows e: zero is skipped, it is what unwritten flags
+ * hold. */
+__device__ __forceinline__ uint32_t epoch_after(uint32_t e) {
+  return e + 1u == 0 ? 1u : e + 1u;
+}
+
+/* A kernel that runs the protocol more than once per launch (a message
+ * streamed through the regions in chunks) takes the block's next epoch
+ * for each round after the first.  Thread 0 writes it after the block's
+ * last barrier (whose waits have read the old one, and whose closing
+ * __syncthreads they passed) and before the next barrier's opening
+ * __syncthreads, which orders it before every flag of the round.  The
+ * arguments that no slot is overwritten too early hold round by round as
+ * they do launch by launch: block b waits only on its peers' blocks b, and
+ * every rank's block b runs the same rounds. */
+__device__ __forceinline__ void next_epoch(BlockState *s) {
+  if (threadIdx.x == 0) s->epoch = epoch_after(s->epoch);
+}
+
 __device__ __forceinline__ void block_begin(const qcoll__ipc_view_t &v,
                                             BlockState *s) {
   /* Launched with programmatic dependent launch, the kernel may start
@@ -249,9 +268,7 @@ __device__ __forceinline__ void block_begin(const qcoll__ipc_view_t &v,
     for (int p = 0; p < QCOLL_IPC_MAX_RANKS; p++) s->bases[p] = v.bases[p];
     /* Both loads are issued before either is used: one memory latency. */
     const uint32_t oneshots = oneshot_counter(v, s)[1];
-    uint32_t e = *epoch_counter(v, s) + 1u;
-    if (e == 0) e = 1; /* zero is what unwritten flags hold */
-    s->epoch = e;
+    s->epoch = epoch_after(*epoch_counter(v, s));
     s->oneshots = oneshots;
     s->failed = 0;
   }

@@ -23,12 +23,23 @@
  *                                            (phase 2, pushed by owner s)
  *             Group g of segment s lies at (g - S) * group_bytes in its slot.
  *             Slots depend on the region size and the world size only,
- *             never on the message or the grid.
- *   chunk     the largest count of one launch: every segment must fit a
- *             slot, so n * floor(slot_bytes / group_bytes) * 32 elements.
- *             Chunks are whole groups, so a message cut into chunks is cut
- *             at group boundaries and every group is the same as in one
- *             launch of the whole message.
+ *             never on the message or the grid (where a group lies in its
+ *             slot does, see streaming; it is the same on every rank).
+ *   chunk     the largest count of one round of the three phases: every
+ *             segment must fit a slot, so n * floor(slot_bytes /
+ *             group_bytes) * 32 elements.
+ *   streaming a launch of more than a chunk takes its message in rounds of
+ *             chunks (whole groups, so every group is the same as in one
+ *             round of the whole message).  Its blocks go from round to
+ *             round without waiting for each other, so a slot's bytes must
+ *             have one writer block and one reader block for the whole
+ *             launch: block b's groups of every segment lie in its area
+ *             [b * area, (b + 1) * area) of the slot, in every round
+ *             (area = floor(slot groups / grid), and the streamed chunk is
+ *             n * area * grid * 32 elements, so every piece of a full
+ *             round is exactly one area, and a shorter last round's pieces
+ *             are shorter).  A launch of one round keeps the plain layout
+ *             (group g of segment s at g - S).
  */
 #ifndef QCOLL_COLL_CUDA_QUANT_LAYOUT_H
 #define QCOLL_COLL_CUDA_QUANT_LAYOUT_H
@@ -110,6 +121,49 @@ QCOLL_QLAYOUT_HD int qcoll__qlayout_grid(size_t groups, int limit) {
   if (grid > (size_t)limit) grid = (size_t)limit;
   if (grid < 1) grid = 1;
   return (int)grid;
+}
+
+/* How one launch of count elements runs: its grid, the elements of each
+ * round (chunk) and, when it streams (count > chunk), each block's area of
+ * a slot in groups (0: one round, plain layout).  0 when the regions hold
+ * no group.  The same on every rank for the same call. */
+typedef struct qcoll__qlayout_plan {
+  int grid;
+  size_t chunk;
+  size_t area;
+} qcoll__qlayout_plan_t;
+
+QCOLL_QLAYOUT_HD int qcoll__qlayout_plan(size_t count, size_t region_bytes,
+                                         int nranks, size_t group_bytes,
+                                         int limit,
+                                         qcoll__qlayout_plan_t *plan) {
+  const size_t one = qcoll__qlayout_chunk_elems(region_bytes, nranks,
+                                                group_bytes);
+  if (one == 0) return 0;
+  if (count <= one) {
+    plan->grid = qcoll__qlayout_grid((count + QCOLL_QLAYOUT_GROUP - 1) /
+                                         QCOLL_QLAYOUT_GROUP,
+                                     limit);
+    plan->chunk = one;
+    plan->area = 0;
+    return 1;
+  }
+  const size_t slot_groups = one / QCOLL_QLAYOUT_GROUP / (size_t)nranks;
+  int grid = qcoll__qlayout_grid(one / QCOLL_QLAYOUT_GROUP, limit);
+  if ((size_t)grid > slot_groups) grid = (int)slot_groups;
+  plan->grid = grid;
+  plan->area = slot_groups / (size_t)grid;
+  plan->chunk = (size_t)nranks * plan->area * (size_t)grid * QCOLL_QLAYOUT_GROUP;
+  return 1;
+}
+
+/* Index, in its slot, of group g of block `block`'s piece [piece_begin, ..)
+ * of the segment starting at seg_begin: plain (area 0) or in the block's
+ * area of a streaming launch. */
+QCOLL_QLAYOUT_HD size_t qcoll__qlayout_slot_group(size_t g, size_t seg_begin,
+                                                  size_t piece_begin,
+                                                  unsigned block, size_t area) {
+  return area ? (size_t)block * area + (g - piece_begin) : g - seg_begin;
 }
 
 #ifdef __cplusplus

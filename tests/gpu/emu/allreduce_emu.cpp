@@ -55,7 +55,7 @@ static const unsigned EMU_THREADS = 64; /* kThreads of the prepared ipc_sync.cuh
 
 cudaError_t emu_launch(const void *fn, dim3 grid, void **args, int nargs,
                        cudaStream_t s) {
-  if (nargs != 2 && nargs != 5) {
+  if (nargs != 2 && nargs != 7) {
     fprintf(stderr, "emu_launch: %d args\n", nargs);
     abort();
   }
@@ -70,10 +70,14 @@ cudaError_t emu_launch(const void *fn, dim3 grid, void **args, int nargs,
   const void *send = *(const void **)args[1];
   void *recv = *(void **)args[2];
   size_t count = *(size_t *)args[3];
-  /* the quantised kernel: its rotation flag last */
-  auto f = (void (*)(qcoll__ipc_view_t, const void *, void *, size_t, int))fn;
-  int rot = *(int *)args[4];
-  s->push([=] { run_grid([=] { f(v, send, recv, count, rot); }, g); });
+  /* the quantised kernel: its chunk and area, then its rotation flag */
+  size_t chunk = *(size_t *)args[4], area = *(size_t *)args[5];
+  auto f = (void (*)(qcoll__ipc_view_t, const void *, void *, size_t, size_t,
+                     size_t, int))fn;
+  int rot = *(int *)args[6];
+  s->push([=] {
+    run_grid([=] { f(v, send, recv, count, chunk, area, rot); }, g);
+  });
   return cudaSuccess;
 }
 
@@ -259,20 +263,15 @@ static void run_case(World &w, qcoll_quant_t fmt, qcoll_dtype_t d, size_t count,
         in_place ? std::vector<char>() : std::vector<char>(bytes, (char)0x5a);
   }
   for (int r = 0; r < w.n; r++) w.views[r].max_grid = grid_limit;
-  /* Chunk by chunk across the ranks, as the transport's host loop does on
-   * each rank. */
-  const size_t chunk =
-      qcoll__cuda_all_reduce_quant_chunk_elems(&w.views[0], fmt);
-  for (size_t off = 0; off < count; off += chunk)
-    for (int r = 0; r < w.n; r++) {
-      char *s = send[r].data() + (ls + off) * es;
-      char *o =
-          (in_place ? send[r].data() : recv[r].data()) + (lr + off) * es;
-      cudaError_t err = qcoll__cuda_all_reduce_quant_launch(
-          &w.views[r], s, o, count - off < chunk ? count - off : chunk, d, fmt,
-          rot ? 1 : 0, w.streams[r]);
-      if (err != cudaSuccess) FAIL("%s: launch refused (%d)", what, err);
-    }
+  /* One launch per rank, as the transport makes it: the kernel streams a
+   * message of several chunks through the regions itself. */
+  for (int r = 0; r < w.n; r++) {
+    char *s = send[r].data() + ls * es;
+    char *o = (in_place ? send[r].data() : recv[r].data()) + lr * es;
+    cudaError_t err = qcoll__cuda_all_reduce_quant_launch(
+        &w.views[r], s, o, count, d, fmt, rot ? 1 : 0, w.streams[r]);
+    if (err != cudaSuccess) FAIL("%s: launch refused (%d)", what, err);
+  }
   w.sync();
   for (int r = 0; r < w.n; r++)
     if (w.words[r][0])
@@ -584,7 +583,10 @@ static void test_mixed(World &w) {
 
 /* The last rank never launches: every other rank gives up once, within
  * the deadline, for the whole chunked message. */
-static void test_missing_peer(World &w) {
+/* one_launch: the eight chunks are one launch (as the transport makes
+ * it), else eight launches of one chunk (a failed rank's later launches
+ * must stop at once too). */
+static void test_missing_peer(World &w, bool one_launch) {
   w.reset();
   const double timeout = 0.5;
   for (auto &v : w.views) {
@@ -594,13 +596,14 @@ static void test_missing_peer(World &w) {
   const qcoll_dtype_t d = QCOLL_F32;
   const size_t chunk =
       qcoll__cuda_all_reduce_quant_chunk_elems(&w.views[0], QCOLL_QUANT_INT8);
-  const size_t count = 8 * chunk; /* eight launches per rank */
+  const size_t count = 8 * chunk;
+  const size_t per_launch = one_launch ? count : chunk;
   std::vector<std::vector<float> > buf(w.n, std::vector<float>(count, 1.0f));
   auto t0 = std::chrono::steady_clock::now();
-  for (size_t off = 0; off < count; off += chunk)
+  for (size_t off = 0; off < count; off += per_launch)
     for (int r = 0; r + 1 < w.n; r++)
       qcoll__cuda_all_reduce_quant_launch(&w.views[r], buf[r].data() + off,
-                                          buf[r].data() + off, chunk, d,
+                                          buf[r].data() + off, per_launch, d,
                                           QCOLL_QUANT_INT8, 0, w.streams[r]);
   w.sync();
   double took =
@@ -635,8 +638,9 @@ static void test_missing_peer(World &w) {
         took, timeout);
   printf(
       "N=%d: missing peer: %d rank(s) timed out, the others followed; "
-      "eight chunks ended after %.2f s (deadline %.2f s)\n",
-      w.n, timeouts, took, timeout);
+      "eight chunks in %s ended after %.2f s (deadline %.2f s)\n",
+      w.n, timeouts, one_launch ? "one launch" : "eight launches", took,
+      timeout);
   w.reset();
   for (auto &v : w.views) v.timeout_ns = 20ull * 1000000000ull;
 }
@@ -657,7 +661,8 @@ int main(int argc, char **argv) {
     test_quantised(w, false);
     test_quantised(w, true);
     test_mixed(w);
-    if (n > 1) test_missing_peer(w);
+    if (n > 1) test_missing_peer(w, false);
+    if (n > 1) test_missing_peer(w, true);
   }
   printf("%s (%d failure(s))\n", failures ? "FAILED" : "all passed", failures);
   return failures ? 1 : 0;
