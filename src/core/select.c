@@ -90,7 +90,8 @@ static const row_t rows[] = {
     {"host buffers", host_buffers, QCOLL__PATH_HOST},
     {"GPU all_reduce sum on IPC, quantised, bytes >= QCOLL_QUANT_MIN_BYTES",
      quantised_all_reduce, QCOLL__PATH_TWOSHOT},
-    {"GPU all_reduce on IPC, bytes <= QCOLL_ONESHOT_MAX_BYTES (0: 4 MiB at 2 ranks, else 4 MiB / nranks)",
+    {"GPU all_reduce on IPC, bytes <= QCOLL_ONESHOT_MAX_BYTES (0: 4 MiB at 2 "
+     "ranks, else 4 MiB / nranks)",
      small_all_reduce, QCOLL__PATH_ONESHOT},
     {"GPU all_reduce on IPC, bytes <= QCOLL_TWOSHOT_MAX_BYTES",
      medium_all_reduce, QCOLL__PATH_TWOSHOT},

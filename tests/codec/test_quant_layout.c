@@ -60,7 +60,7 @@ typedef struct model {
   size_t region_bytes;
   uint8_t *data[MAX_RANKS]; /* each rank's two data regions */
   uint8_t
-      *written[MAX_RANKS]; /* per byte: which phase of this round wrote it */
+      *written[MAX_RANKS];   /* per byte: which phase of this round wrote it */
   int16_t *block[MAX_RANKS]; /* per byte: the block index that used it in
                                 this launch, -1 none yet */
 } model_t;
@@ -141,8 +141,8 @@ typedef struct launch {
   qcoll_quant_t fmt;
   qcoll_dtype_t dtype;
   int grid;
-  size_t area; /* the plan's: 0 in a launch of one round */
-  size_t count; /* this round's */
+  size_t area;                /* the plan's: 0 in a launch of one round */
+  size_t count;               /* this round's */
   const float *in[MAX_RANKS]; /* each rank's chunk, f32 values exact in dtype */
   uint32_t *out[MAX_RANKS];   /* each rank's chunk of output bits */
   uint8_t *out_hits[MAX_RANKS];
@@ -229,8 +229,8 @@ static void phase3(model_t *m, const launch_t *l) {
           size_t off =
               qcoll__qlayout_slot_offset(m->region_bytes, m->n, 1, owner) +
               slot_at(m, l, g, sb, pb, b, gb);
-          qcoll__codec_decode_group(
-              l->fmt, get_group(m, q, off, gb, BY_PHASE2, b), y);
+          qcoll__codec_decode_group(l->fmt,
+                                    get_group(m, q, off, gb, BY_PHASE2, b), y);
           for (int lane = 0; lane < G; lane++) {
             size_t i = g * G + (size_t)lane;
             if (i >= l->count) continue;
@@ -314,8 +314,7 @@ static int run_message(const message_case_t *c, uint64_t seed) {
    * areas, and its chunk fills whole areas. */
   assert_true((plan.area == 0) == (c->count <= plan.chunk));
   if (plan.area)
-    assert_true(plan.chunk ==
-                (size_t)c->n * plan.area * (size_t)plan.grid * G);
+    assert_true(plan.chunk == (size_t)c->n * plan.area * (size_t)plan.grid * G);
   int rounds = 0;
   for (size_t off = 0; off < c->count; off += plan.chunk) {
     launch_t l = {.fmt = c->fmt, .dtype = c->dtype};

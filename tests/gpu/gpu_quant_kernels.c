@@ -3,8 +3,9 @@
  * own, without the library: one process plays N ranks on one GPU, each with
  * its own IPC-layout buffer and stream, and calls the launchers directly,
  * one launch per all-reduce as the transport does (the kernel takes a
- * message larger than the regions chunk by chunk).  If gpu_quant (through the library) fails
- * and this passes, look at the transport; if both fail, at the kernel.
+ * message larger than the regions chunk by chunk).  If gpu_quant (through the
+ * library) fails and this passes, look at the transport; if both fail, at the
+ * kernel.
  *
  *  - every format x f16/bf16/f32 x counts (1 value, 1 group, tails, several
  *    chunks) x grid limits (1, 3, the GPU's): every rank's output equals the

@@ -143,13 +143,14 @@
 namespace {
 
 /* ---- several 16-byte accesses in flight per thread ----------------------
- * Both kernels copy and reduce with these loops.  A thread takes packs i, i + B, ..., i + (U - 1) B (B = blockDim.x) of a
- * range per round and issues all their loads before its first store, so U
- * accesses per thread are in flight instead of one.  The last round of a
- * range skips the packs past its end, so a range shorter than U B (a
- * segment of a few MiB split over the grid) still has all its loads in
- * flight at once instead of going one pack per thread.  The order of the
- * arithmetic per pack is unchanged, so results are the same bits. */
+ * Both kernels copy and reduce with these loops.  A thread takes packs
+ * i, i + B, ..., i + (U - 1) B (B = blockDim.x) of a range per round and
+ * issues all their loads before its first store, so U accesses per thread
+ * are in flight instead of one.  The last round of a range skips the packs
+ * past its end, so a range shorter than U B (a segment of a few MiB split
+ * over the grid) still has all its loads in flight at once instead of
+ * going one pack per thread.  The order of the arithmetic per pack is
+ * unchanged, so results are the same bits. */
 
 /* Packs of one round per thread when copying (input in, result out). */
 constexpr int kCopyUnroll = 4;
@@ -162,10 +163,9 @@ constexpr int kReduceLoads = 8;
  * rank's buffer, U at a time. */
 template <typename T, int U = kCopyUnroll>
 __device__ __forceinline__ void copy_in(const qcoll__ipc_view_t &v,
-                                                const BlockState *s,
-                                                size_t offset, const T *src,
-                                                size_t count, size_t begin,
-                                                size_t end) {
+                                        const BlockState *s, size_t offset,
+                                        const T *src, size_t count,
+                                        size_t begin, size_t end) {
   const bool aligned = (reinterpret_cast<uintptr_t>(src) % kPackBytes) == 0;
   uint4 *mine = reinterpret_cast<uint4 *>(s->bases[v.rank] + offset);
   const size_t b = blockDim.x;
@@ -222,9 +222,10 @@ struct DirectSink {
 /* Packs [begin, end) reduced over every rank's input (src[p]) into sink,
  * U packs (of kRanks >= nranks loads each) per round. */
 template <typename T, typename Op, int U, int kRanks, typename Sink>
-__device__ __forceinline__ void reduce_range(
-    const qcoll__ipc_view_t &v, const char *const *src, const Sink &sink,
-    size_t begin, size_t end) {
+__device__ __forceinline__ void reduce_range(const qcoll__ipc_view_t &v,
+                                             const char *const *src,
+                                             const Sink &sink, size_t begin,
+                                             size_t end) {
   const size_t b = blockDim.x;
   const int n = v.nranks;
   for (size_t i = begin + threadIdx.x; i < end; i += U * b) {
@@ -655,7 +656,8 @@ extern "C" cudaError_t qcoll__cuda_all_reduce_launch_reg(
     const qcoll__ipc_reg_ref_t *send_ref, const qcoll__ipc_reg_ref_t *recv_ref,
     cudaStream_t stream) {
   int grid = qcoll__cuda_all_reduce_grid(view, algo, count, dtype);
-  const size_t packs = (count * elem_bytes(dtype) + kPackBytes - 1) / kPackBytes;
+  const size_t packs =
+      (count * elem_bytes(dtype) + kPackBytes - 1) / kPackBytes;
   const bool wide = algo == QCOLL_IPC_ONESHOT && view->nranks == 2 &&
                     packs > (size_t)grid * kThreads;
   kernel_fn fn = pick_kernel(algo, wide, dtype, op);

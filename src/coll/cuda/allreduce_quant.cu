@@ -442,12 +442,12 @@ struct Piece {
 
 /* `area`: the block's area of a slot in a streaming launch, 0 in a launch
  * of one round. */
-__device__ __forceinline__ Piece my_piece(size_t count, size_t area,
-                                          int nranks, int owner) {
+__device__ __forceinline__ Piece my_piece(size_t count, size_t area, int nranks,
+                                          int owner) {
   Piece p;
   size_t seg_begin, seg_end;
-  qcoll__qlayout_segment(qcoll__codec_groups(count), nranks, owner,
-                         &seg_begin, &seg_end);
+  qcoll__qlayout_segment(qcoll__codec_groups(count), nranks, owner, &seg_begin,
+                         &seg_end);
   qcoll__qlayout_piece(seg_begin, seg_end, blockIdx.x, gridDim.x, &p.begin,
                        &p.end);
   p.slot_first =
@@ -909,8 +909,7 @@ __device__ __forceinline__ void reduce_any(const qcoll__ipc_view_t &v,
 template <typename T, int F>
 __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     quant_twoshot_kernel(qcoll__ipc_view_t v, const T *send, T *recv,
-                         size_t count, size_t chunk, size_t area,
-                         int rotate) {
+                         size_t count, size_t chunk, size_t area, int rotate) {
   __shared__ BlockState s;
   block_begin(v, &s);
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
@@ -999,7 +998,8 @@ extern "C" cudaError_t qcoll__cuda_all_reduce_quant_launch(
   if (count == 0) return cudaSuccess;
   qcoll__ipc_view_t v = *view;
   int rot = rotate != 0;
-  void *args[] = {&v, &sendbuf, &recvbuf, &count, &plan.chunk, &plan.area, &rot};
+  void *args[] = {&v,          &sendbuf,   &recvbuf, &count,
+                  &plan.chunk, &plan.area, &rot};
   const int grid = plan.grid;
   return launch_kernel(reinterpret_cast<const void *>(fn), grid, args, stream,
                        v.pdl != 0);

@@ -137,13 +137,12 @@ QCOLL_QLAYOUT_HD int qcoll__qlayout_plan(size_t count, size_t region_bytes,
                                          int nranks, size_t group_bytes,
                                          int limit,
                                          qcoll__qlayout_plan_t *plan) {
-  const size_t one = qcoll__qlayout_chunk_elems(region_bytes, nranks,
-                                                group_bytes);
+  const size_t one =
+      qcoll__qlayout_chunk_elems(region_bytes, nranks, group_bytes);
   if (one == 0) return 0;
   if (count <= one) {
-    plan->grid = qcoll__qlayout_grid((count + QCOLL_QLAYOUT_GROUP - 1) /
-                                         QCOLL_QLAYOUT_GROUP,
-                                     limit);
+    plan->grid = qcoll__qlayout_grid(
+        (count + QCOLL_QLAYOUT_GROUP - 1) / QCOLL_QLAYOUT_GROUP, limit);
     plan->chunk = one;
     plan->area = 0;
     return 1;
@@ -153,7 +152,8 @@ QCOLL_QLAYOUT_HD int qcoll__qlayout_plan(size_t count, size_t region_bytes,
   if ((size_t)grid > slot_groups) grid = (int)slot_groups;
   plan->grid = grid;
   plan->area = slot_groups / (size_t)grid;
-  plan->chunk = (size_t)nranks * plan->area * (size_t)grid * QCOLL_QLAYOUT_GROUP;
+  plan->chunk =
+      (size_t)nranks * plan->area * (size_t)grid * QCOLL_QLAYOUT_GROUP;
   return 1;
 }
 

@@ -75,9 +75,8 @@ cudaError_t emu_launch(const void *fn, dim3 grid, void **args, int nargs,
   auto f = (void (*)(qcoll__ipc_view_t, const void *, void *, size_t, size_t,
                      size_t, int))fn;
   int rot = *(int *)args[6];
-  s->push([=] {
-    run_grid([=] { f(v, send, recv, count, chunk, area, rot); }, g);
-  });
+  s->push(
+      [=] { run_grid([=] { f(v, send, recv, count, chunk, area, rot); }, g); });
   return cudaSuccess;
 }
 
