@@ -59,10 +59,10 @@ static qcoll_status_t quant_all_reduce(qcoll__ctx_t *comm, const void *sendbuf,
   if (st != QCOLL_OK) return st;
   if (count == 0) return QCOLL_OK;
 
-  /* One launch: the kernel streams a message larger than the data regions
-   * through them in chunks of whole groups (chunk is a multiple of 32), so
-   * every group is the one a single chunk of the whole message forms. */
-  const size_t chunks = (count + chunk - 1) / chunk;
+  /* One launch: the kernel takes a message larger than the data regions
+   * through them in rounds of whole groups (at most `chunk` elements each,
+   * a multiple of 32), so every group is the one a single round of the
+   * whole message forms. */
   cudaError_t err = qcoll__cuda_all_reduce_quant_launch(
       &cc->view, sendbuf, recvbuf, count, dtype, quant, rotate,
       (cudaStream_t)stream);
@@ -70,17 +70,15 @@ static qcoll_status_t quant_all_reduce(qcoll__ctx_t *comm, const void *sendbuf,
     (void)cudaGetLastError();
     return qcoll__error(comm, QCOLL_ERR_CUDA,
                         "launching the %s two-shot all-reduce kernel (%zu %s "
-                        "elements in %zu chunk(s)) on device %d failed: %s "
-                        "(%s)",
-                        qname, count, qcoll_dtype_name(dtype), chunks,
-                        comm->device, cudaGetErrorName(err),
-                        cudaGetErrorString(err));
+                        "elements) on device %d failed: %s (%s)",
+                        qname, count, qcoll_dtype_name(dtype), comm->device,
+                        cudaGetErrorName(err), cudaGetErrorString(err));
   }
   QLOG_TRACE(comm, COLL,
-             "all-reduce %zu x %s sum: two-shot %s%s, one launch of %zu "
-             "chunk(s) of up to %zu elements on stream %p",
-             count, qcoll_dtype_name(dtype), qname, rotate ? "+rot" : "",
-             chunks, chunk, stream);
+             "all-reduce %zu x %s sum: two-shot %s%s, one launch in rounds of "
+             "at most %zu elements on stream %p",
+             count, qcoll_dtype_name(dtype), qname, rotate ? "+rot" : "", chunk,
+             stream);
   return QCOLL_OK;
 }
 

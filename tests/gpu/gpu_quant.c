@@ -58,7 +58,8 @@ static char *host_buf, *host_expected;
 static size_t capacity;
 static size_t ipc_bytes;
 
-/* Elements of one quantised launch for this world size (quant_layout.h). */
+/* Elements of one round of the quantised kernel for this world size
+ * (quant_layout.h): a larger message is one launch of several rounds. */
 static size_t chunk_elems(qcoll_quant_t fmt) {
   return qcoll__qlayout_chunk_elems(qcoll__ipc_region_bytes(ipc_bytes),
                                     gt_nranks, qcoll__codec_group_bytes(fmt));
@@ -359,9 +360,10 @@ static void test_mixed(void) {
 static void graph_case(qcoll_quant_t fmt, qcoll_dtype_t dtype, size_t count,
                        uint32_t seed) {
   char what[200];
-  snprintf(what, sizeof what, "graph x%d: %s %s count=%zu (%zu launch(es))",
-           REPLAYS, qt_quant_name(fmt), qcoll_dtype_name(dtype), count,
-           (count + chunk_elems(fmt) - 1) / chunk_elems(fmt));
+  snprintf(what, sizeof what,
+           "graph x%d: %s %s count=%zu (one launch of %s)", REPLAYS,
+           qt_quant_name(fmt), qcoll_dtype_name(dtype), count,
+           count > chunk_elems(fmt) ? "several rounds" : "one round");
   const size_t bytes = count * qcoll_dtype_size(dtype);
   void *send, *recv, *history;
   unsigned *counter;
