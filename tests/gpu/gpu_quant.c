@@ -360,9 +360,8 @@ static void test_mixed(void) {
 static void graph_case(qcoll_quant_t fmt, qcoll_dtype_t dtype, size_t count,
                        uint32_t seed) {
   char what[200];
-  snprintf(what, sizeof what,
-           "graph x%d: %s %s count=%zu (one launch of %s)", REPLAYS,
-           qt_quant_name(fmt), qcoll_dtype_name(dtype), count,
+  snprintf(what, sizeof what, "graph x%d: %s %s count=%zu (one launch of %s)",
+           REPLAYS, qt_quant_name(fmt), qcoll_dtype_name(dtype), count,
            count > chunk_elems(fmt) ? "several rounds" : "one round");
   const size_t bytes = count * qcoll_dtype_size(dtype);
   void *send, *recv, *history;
