@@ -404,6 +404,36 @@ static void test_layout_functions(void **state) {
                    2);
   assert_int_equal(qcoll__qlayout_grid(1000000, 256), 256);
   assert_int_equal(qcoll__qlayout_grid(1000000, 0), 1);
+
+  /* Plans: one round in the plain layout up to a chunk; beyond it, areas
+   * of at least one group that the grid fills exactly, inside the slot,
+   * with a grid no larger than the limit or the slot's groups (a slot of
+   * fewer groups than the grid would leave blocks without an area). */
+  const size_t regions[] = {4096, 12288, (size_t)30 << 20};
+  const int limits[] = {1, 3, 66, 256};
+  for (size_t ri = 0; ri < sizeof regions / sizeof regions[0]; ri++)
+    for (int n = 1; n <= MAX_RANKS; n++)
+      for (size_t f = 0; f < NFORMATS; f++)
+        for (size_t li = 0; li < sizeof limits / sizeof limits[0]; li++) {
+          size_t gb = qcoll__codec_group_bytes(FORMATS[f]);
+          size_t one = qcoll__qlayout_chunk_elems(regions[ri], n, gb);
+          size_t slot_groups = qcoll__qlayout_slot_bytes(regions[ri], n) / gb;
+          qcoll__qlayout_plan_t p = {0, 0, 0};
+          assert_true(
+              qcoll__qlayout_plan(one, regions[ri], n, gb, limits[li], &p));
+          assert_true(p.area == 0 && p.chunk == one);
+          assert_int_equal(p.grid, qcoll__qlayout_grid(one / G, limits[li]));
+          assert_true(qcoll__qlayout_plan(3 * one + 1, regions[ri], n, gb,
+                                          limits[li], &p));
+          assert_true(p.grid >= 1 && p.grid <= limits[li]);
+          assert_true((size_t)p.grid <= slot_groups);
+          assert_true(p.area >= 1);
+          assert_true(p.area * (size_t)p.grid <= slot_groups);
+          assert_true(p.chunk == (size_t)n * p.area * (size_t)p.grid * G);
+          assert_true(p.chunk <= one);
+        }
+  qcoll__qlayout_plan_t none = {0, 0, 0};
+  assert_false(qcoll__qlayout_plan(1000, 16, 8, 36, 4, &none));
 }
 
 /* Small counts and tails, every format, dtype and world size, two grids. */
