@@ -1,11 +1,11 @@
 /*
  * Where the quantised two-shot all-reduce (allreduce_quant.cu) puts its
- * encoded groups in the IPC data regions, and how one launch's groups are
+ * encoded groups in the IPC data regions, and how one round's groups are
  * split between owners and blocks.  Plain C for host and device, without
- * CUDA headers: the kernel, the transport's chunk loop and the CPU model of
- * the kernel (tests/codec/test_quant_layout.c) call the same functions.
+ * CUDA headers: the kernel, its launcher and the CPU model of the kernel
+ * (tests/codec/test_quant_layout.c) call the same functions.
  *
- * One launch reduces count elements, G = ceil(count / 32) codec groups (the
+ * One round reduces count elements, G = ceil(count / 32) codec groups (the
  * last one zero-padded past count).  With n ranks and a grid of B blocks:
  *
  *   segments  owner s (0..n-1) owns the groups [G*s/n, G*(s+1)/n); segment
