@@ -82,16 +82,6 @@ static void sync_all(world_t *w, const char *what) {
   }
 }
 
-/* Rank r's quantised all-reduce, one launch however many chunks it
- * spans, as the transport makes it (used when capturing one rank's stream
- * into a graph). */
-static void quant_launches(world_t *w, int r, const void *send, void *recv,
-                           size_t count, qcoll_dtype_t dtype, qcoll_quant_t fmt,
-                           cudaStream_t stream) {
-  GT_CUDA(qcoll__cuda_all_reduce_quant_launch(&w->views[r], send, recv, count,
-                                              dtype, fmt, 0, stream));
-}
-
 /* One quantised all-reduce on every rank: one launch each, the kernel
  * streaming a message larger than the regions through them chunk by
  * chunk. */
@@ -314,7 +304,8 @@ static void test_graph(world_t *w, qcoll_quant_t fmt, qcoll_dtype_t dtype,
     cudaGraph_t graph;
     GT_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
     GT_CUDA(qt_fill_launch(send[r], count, dtype, r, seed, counter[r], s));
-    quant_launches(w, r, send[r], recv[r], count, dtype, fmt, s);
+    GT_CUDA(qcoll__cuda_all_reduce_quant_launch(&w->views[r], send[r], recv[r],
+                                                count, dtype, fmt, 0, s));
     GT_CUDA(qt_save_launch(history[r], recv[r], bytes, counter[r], REPLAYS, s));
     GT_CUDA(gt_bump_launch(counter[r], s));
     GT_CUDA(cudaStreamEndCapture(s, &graph));

@@ -643,8 +643,7 @@ extern "C" int qcoll__cuda_all_reduce_grid(const qcoll__ipc_view_t *view,
    * Two-shot: two packs per thread, so the reduce step has work too. */
   size_t per_block = algo == QCOLL_IPC_ONESHOT ? kThreads : 2 * kThreads;
   size_t grid = (packs + per_block - 1) / per_block;
-  size_t limit = view->max_grid > 0 ? (size_t)view->max_grid : 1;
-  if (limit > QCOLL_IPC_MAX_BLOCKS) limit = QCOLL_IPC_MAX_BLOCKS;
+  const size_t limit = (size_t)grid_limit(view);
   if (grid > limit) grid = limit;
   if (grid < 1) grid = 1;
   return (int)grid;

@@ -301,8 +301,7 @@ extern "C" int qcoll__cuda_push_grid(const qcoll__push_view_t *view,
   if (spread > kSpreadBlocks) spread = kSpreadBlocks;
   size_t grid = (packs + kThreads - 1) / kThreads;
   if (grid < spread) grid = spread;
-  size_t limit = view->ipc.max_grid > 0 ? (size_t)view->ipc.max_grid : 1;
-  if (limit > QCOLL_IPC_MAX_BLOCKS) limit = QCOLL_IPC_MAX_BLOCKS;
+  const size_t limit = (size_t)grid_limit(&view->ipc);
   if (grid > limit) grid = limit;
   if (grid < 1) grid = 1;
   return (int)grid;

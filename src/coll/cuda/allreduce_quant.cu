@@ -964,12 +964,6 @@ kernel_fn pick_kernel(qcoll_dtype_t dtype, qcoll_op_t op, qcoll_quant_t quant) {
   }
 }
 
-/* The most blocks of a quantised launch (the view's agreed grid). */
-int grid_limit(const qcoll__ipc_view_t *view) {
-  int limit = view->max_grid > 0 ? view->max_grid : 1;
-  return limit > QCOLL_IPC_MAX_BLOCKS ? QCOLL_IPC_MAX_BLOCKS : limit;
-}
-
 }  // namespace
 
 extern "C" int qcoll__cuda_all_reduce_quant_supported(qcoll_dtype_t dtype,
@@ -1000,9 +994,8 @@ extern "C" cudaError_t qcoll__cuda_all_reduce_quant_launch(
   int rot = rotate != 0;
   void *args[] = {&v,          &sendbuf,   &recvbuf, &count,
                   &plan.chunk, &plan.area, &rot};
-  const int grid = plan.grid;
-  return launch_kernel(reinterpret_cast<const void *>(fn), grid, args, stream,
-                       v.pdl != 0);
+  return launch_kernel(reinterpret_cast<const void *>(fn), plan.grid, args,
+                       stream, v.pdl != 0);
 }
 
 extern "C" cudaError_t qcoll__cuda_all_reduce_quant_blocks_per_sm(int *per_sm) {

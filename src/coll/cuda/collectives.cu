@@ -737,11 +737,6 @@ p2p_fn pick_p2p(bool send, size_t es) {
 #undef QCOLL_PICK
 }
 
-int grid_limit(const qcoll__ipc_view_t *view) {
-  int limit = view->max_grid > 0 ? view->max_grid : 1;
-  return limit < QCOLL_IPC_MAX_BLOCKS ? limit : QCOLL_IPC_MAX_BLOCKS;
-}
-
 bool view_ok(const qcoll__ipc_view_t *view) {
   return view->nranks >= 1 && view->nranks <= QCOLL_IPC_MAX_RANKS &&
          view->rank >= 0 && view->rank < view->nranks;

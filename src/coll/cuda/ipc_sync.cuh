@@ -299,6 +299,13 @@ __device__ __forceinline__ void block_end(const qcoll__ipc_view_t &v,
   if (threadIdx.x == 0) *epoch_counter(v, s) = s->epoch;
 }
 
+/* Host: the most blocks a launch on this view may have (the grid the
+ * ranks agreed at init, at least one, at most the flag slots' blocks). */
+inline int grid_limit(const qcoll__ipc_view_t *view) {
+  int limit = view->max_grid > 0 ? view->max_grid : 1;
+  return limit < QCOLL_IPC_MAX_BLOCKS ? limit : QCOLL_IPC_MAX_BLOCKS;
+}
+
 /* Host: launch fn on `grid` blocks of kThreads, with programmatic stream
  * serialisation when `pdl` (its kernel must call grid_dependency_wait before
  * it touches data).  Reports this launch's error only, like

@@ -323,9 +323,8 @@ size_t qcoll__cuda_all_reduce_quant_chunk_elems(const qcoll__ipc_view_t *view,
 
 /* Enqueue one quantised sum all-reduce of count elements (any count: the
  * kernel takes the chunks in turn) on stream; rotate != 0: over rotated
- * groups (codec.h).  Every
- * rank must make the same call in the same order, interleaved with the
- * unquantised launches the same way on every rank. */
+ * groups (codec.h).  Every rank must make the same call in the same order,
+ * interleaved with the unquantised launches the same way on every rank. */
 cudaError_t qcoll__cuda_all_reduce_quant_launch(const qcoll__ipc_view_t *view,
                                                 const void *sendbuf,
                                                 void *recvbuf, size_t count,

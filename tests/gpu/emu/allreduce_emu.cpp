@@ -581,10 +581,9 @@ static void test_mixed(World &w) {
 }
 
 /* The last rank never launches: every other rank gives up once, within
- * the deadline, for the whole chunked message. */
-/* one_launch: the eight chunks are one launch (as the transport makes
- * it), else eight launches of one chunk (a failed rank's later launches
- * must stop at once too). */
+ * the deadline, for the whole message of eight chunks, whether that is one
+ * launch (one_launch, as the transport makes it) or eight launches of one
+ * chunk (a failed rank's later launches must stop at once too). */
 static void test_missing_peer(World &w, bool one_launch) {
   w.reset();
   const double timeout = 0.5;
