@@ -164,15 +164,18 @@ qcoll_status_t qcoll__cuda_all_reduce(qcoll__ctx_t *comm, const void *sendbuf,
     return qcoll__push_all_reduce(comm, &cc->push, sendbuf, recvbuf, count,
                                   dtype, op, stream);
 
-  /* Only the two-shot reads and writes registered buffers in place.  The
-   * one-shot keeps its copy-in: reading a peer's registered input costs it
-   * a closing barrier (the input must outlive every peer's read), and that
-   * trip cost more than the copy it saves on one H200 (2 ranks: 6.62 us
-   * against 5.14 at 512 KiB, 7.20 against 6.21 at 1 MiB; 8 ranks: 10.2
-   * against 7.6 us small; docs/results/2026-12-02-h200-rotation-eager.md),
-   * while the two-shot gained (13.7 against 16.5 us at 4 MiB, 443 against
-   * 910 us at 256 MiB). */
-  const bool uses_registration = ipc_algo == QCOLL_IPC_TWOSHOT;
+  /* The two-shot reads and writes registered buffers in place.  The
+   * one-shot reads a peer's registered input in place only from
+   * QCOLL_ONESHOT_REG_MIN_BYTES (4 MiB): it then needs a closing barrier
+   * (the input must outlive every peer's read), which costs more than the
+   * copy it saves on smaller messages.  One H200, 2 ranks, graph: 8.06-9.20
+   * against 9.30-10.67 us copied at 4 MiB, but 8.52-8.63 against 8.19-8.30
+   * at 3 MiB and 5.79-6.49 against 5.17-5.24 at 1 MiB
+   * (docs/results/2026-12-03-h200-long-launches.md); by default more
+   * ranks send no one-shot that large. */
+  const size_t reg_min = comm->config.oneshot_reg_min_bytes;
+  const bool uses_registration =
+      ipc_algo == QCOLL_IPC_TWOSHOT || (reg_min && count * elem >= reg_min);
   bool captured = false;
   if (uses_registration) {
     st = register_if_captured(comm, sendbuf, recvbuf, count * elem, stream,

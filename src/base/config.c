@@ -141,6 +141,12 @@ static const env_entry_t env_table[] = {
      "at 2 ranks, else 4 MiB divided by the number of ranks, where one-shot "
      "and two-shot crossed at 2 and 8 ranks)",
      ENV_BYTES, FIELD(oneshot_max_bytes), 0, 0},
+    {"QCOLL_ONESHOT_REG_MIN_BYTES", "4M",
+     "smallest one-shot GPU all-reduce that reads peers' registered inputs "
+     "in place (no copy-in, one closing barrier); smaller ones, in-place "
+     "ones and unregistered inputs are copied in (measured on one H200: the "
+     "copy was faster up to 3 MiB); 0: never",
+     ENV_BYTES, FIELD(oneshot_reg_min_bytes), 0, 0},
     {"QCOLL_TWOSHOT_MAX_BYTES", "16M",
      "largest GPU all-reduce sent two-shot before NCCL is preferred (when NCCL "
      "serves)",

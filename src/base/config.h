@@ -46,6 +46,7 @@ typedef struct qcoll__config {
   bool pdl;                            /* QCOLL_PDL */
   bool graph_register;                 /* QCOLL_GRAPH_REGISTER */
   size_t oneshot_max_bytes;            /* QCOLL_ONESHOT_MAX_BYTES */
+  size_t oneshot_reg_min_bytes;        /* QCOLL_ONESHOT_REG_MIN_BYTES */
   size_t twoshot_max_bytes;            /* QCOLL_TWOSHOT_MAX_BYTES */
   size_t shared_gpu_ipc_max_bytes;     /* QCOLL_SHARED_GPU_IPC_MAX_BYTES */
   long long shared_gpu_nccl_max_ranks; /* QCOLL_SHARED_GPU_NCCL_MAX_RANKS */

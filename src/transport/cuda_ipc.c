@@ -465,10 +465,14 @@ static void free_local(qcoll__ctx_t *comm) {
  * of that: with the whole GPU taken by spinning blocks, a block that other
  * work kept from being scheduled waited for peers that never gave way (seen
  * with two PyTorch processes on one H200 under MPS: the full share hung, a
- * cap of 64 blocks did not).  Computed from the exchanged records, so every
- * rank gets the same answer. */
+ * cap of 64 blocks did not).  Half of the share also leaves room for the
+ * rank's next grid, which programmatic dependent launch makes resident
+ * while this one runs.  Long launches (`long_run`, ipc_sync.cuh
+ * long_launch) have no such neighbour and get the whole share.  Computed
+ * from the exchanged records, so every rank gets the same answer. */
 static int agreed_max_grid(qcoll__ctx_t *comm, const ipc_record_t *recs,
-                           bool coll, int *ranks_on_my_gpu, int *most_sharing) {
+                           bool coll, bool long_run, int *ranks_on_my_gpu,
+                           int *most_sharing) {
   int limit = QCOLL_IPC_MAX_BLOCKS;
   for (int r = 0; r < comm->nranks; r++) {
     int sharing = 0;
@@ -480,7 +484,8 @@ static int agreed_max_grid(qcoll__ctx_t *comm, const ipc_record_t *recs,
     if (most_sharing && sharing > *most_sharing) *most_sharing = sharing;
     int resident =
         coll ? recs[r].coll_resident_blocks : recs[r].resident_blocks;
-    int share = sharing > 1 ? resident / (2 * sharing) : resident;
+    int share = sharing == 1 || long_run ? resident / sharing
+                                         : resident / (2 * sharing);
     if (share < 1) share = resident / sharing;
     if (share < limit) limit = share;
     if (recs[r].max_blocks > 0 && recs[r].max_blocks < limit)
@@ -587,9 +592,15 @@ qcoll_status_t qcoll__cuda_comm_init(qcoll__ctx_t *comm) {
     }
   }
   cc->most_ranks_per_gpu = 1;
-  int max_grid = agreed_max_grid(comm, recs, false, &cc->ranks_on_gpu,
+  int max_grid = agreed_max_grid(comm, recs, false, false, &cc->ranks_on_gpu,
                                  &cc->most_ranks_per_gpu);
-  int coll_max_grid = agreed_max_grid(comm, recs, true, NULL, NULL);
+  /* The larger grid of long launches where two ranks at most share a GPU:
+   * with 4 and 8 ranks on one H200 it was slower (8 ranks, unquantised
+   * 64 MiB: 731-740 against 674-675 us). */
+  int max_grid_long = cc->most_ranks_per_gpu <= 2
+                          ? agreed_max_grid(comm, recs, false, true, NULL, NULL)
+                          : max_grid;
+  int coll_max_grid = agreed_max_grid(comm, recs, true, false, NULL, NULL);
   if (max_grid >= 1 && coll_max_grid < 1) {
     mark_unusable(comm, true,
                   "too many ranks share a GPU (%d on this one) for "
@@ -664,6 +675,7 @@ qcoll_status_t qcoll__cuda_comm_init(qcoll__ctx_t *comm) {
   v->rank = comm->rank;
   v->nranks = comm->nranks;
   v->max_grid = max_grid;
+  v->max_grid_long = max_grid_long;
   v->pdl = qcoll__cuda_pdl_enabled(comm->device, comm->config.pdl);
   cc->oneshot_max_bytes =
       qcoll__config_oneshot_max_bytes(&comm->config, comm->nranks);
@@ -672,6 +684,7 @@ qcoll_status_t qcoll__cuda_comm_init(qcoll__ctx_t *comm) {
   if (st != QCOLL_OK) goto out;
   cc->coll_view = *v;
   cc->coll_view.max_grid = coll_max_grid;
+  cc->coll_view.max_grid_long = 0; /* the collectives make no long launches */
   setup_push(comm, recs);
   cc->usable = true;
   QLOG_INFO(comm, CUDA,
@@ -679,12 +692,14 @@ qcoll_status_t qcoll__cuda_comm_init(qcoll__ctx_t *comm) {
             "%zu KiB per sender",
             coll_max_grid, cc->p2p.pair_bytes >> 10);
   QLOG_INFO(comm, CUDA,
-            "CUDA IPC ready: %d ranks, %d on this GPU, grid <= %d blocks, "
+            "CUDA IPC ready: %d ranks, %d on this GPU, grid <= %d blocks "
+            "(%d for long launches), "
             "2 regions of %zu KiB and 2 one-shot regions of %zu KiB, "
             "one-shot up to %zu bytes; the write-and-verify probe passed "
             "with all %d peers",
-            comm->nranks, cc->ranks_on_gpu, max_grid, v->region_bytes >> 10,
-            v->oneshot_bytes >> 10, cc->oneshot_max_bytes, comm->nranks - 1);
+            comm->nranks, cc->ranks_on_gpu, max_grid, max_grid_long,
+            v->region_bytes >> 10, v->oneshot_bytes >> 10,
+            cc->oneshot_max_bytes, comm->nranks - 1);
   goto out;
 
 unusable_unmapped:

@@ -72,6 +72,7 @@ static void config_is_typed_and_bad_values_give_defaults(void **state) {
   assert_false(c.check);
   assert_true(c.nccl_blocking);
   assert_int_equal(c.oneshot_max_bytes, 0);
+  assert_int_equal(c.oneshot_reg_min_bytes, 4u << 20);
   assert_int_equal(c.ipc_push_max_ranks, 4);
   assert_int_equal(c.shared_gpu_nccl_max_ranks, 2);
 

@@ -11,8 +11,9 @@
  *  one-shot:  copy my input range into my one-shot region P (unless my
  *             input is registered, see below);  barrier 0;
  *             read the range from every rank's one-shot region P (or its
- *             registered input), reduce, write my output.  P is the parity of the number of one-shot
- *             launches this rank has completed (a counter in its buffer,
+ *             registered input), reduce, write my output.  P is the
+ *             parity of the number of one-shot launches this rank has
+ *             completed (a counter in its buffer,
  *             advanced by the last block of each launch), so consecutive
  *             one-shot launches alternate between the two regions.  No
  *             closing barrier is needed: peers may still read my region P
@@ -26,14 +27,19 @@
  *             0, and the rank's stream may overwrite it as soon as its
  *             kernel returns: every rank then takes a closing barrier 1
  *             after its reads (all ranks see the same descriptors, so all
- *             take it or none).  An in-place one-shot always stages (peers
- *             would read what the owner is overwriting).
+ *             take it or none).  Its flags say only "done reading" and
+ *             carry no release (reads_done_barrier, ipc_sync.cuh): no peer
+ *             reads what the one-shot writes.  The host asks for this only
+ *             from QCOLL_ONESHOT_REG_MIN_BYTES.  An in-place one-shot
+ *             always stages (peers would read what the owner is
+ *             overwriting).
  *  two-shot:  the range is cut into nranks segments, rank r owns segment
  *             r.  Copy my input's packs of the other ranks' segments into
  *             my region 0 (my own segment is read by me alone, in place
  *             from my user buffer, when that holds whole 16-byte aligned
- *             packs; else it is staged too);  barrier 0;  rank r reduces segment r
- *             from every rank's region 0 (its own input in place) into its
+ *             packs; else it is staged too);  barrier 0;  rank r reduces
+ *             segment r from every rank's region 0 (its own input in place)
+ *             into its
  *             own region 1 and its own output;  barrier 1;  everyone copies
  *             every other segment from its owner's region 1 to its output.
  *             In place, a rank overwrites its input's packs of segment p
@@ -482,7 +488,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     /* Peers read registered inputs in place: no rank may return (and let
      * its stream overwrite its input) before every peer has read it.  All
      * ranks see the same descriptors, so all take this barrier or none. */
-    if (!any_of(r.send_reg, v.nranks) || block_barrier(v, 1, &s))
+    if (!any_of(r.send_reg, v.nranks) || reads_done_barrier(v, 1, &s))
       block_end(v, &s);
   }
   oneshot_count_out(v, &s);
@@ -510,7 +516,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
   qcoll__ipc_reg_desc_t mine;
   mine.send = own_ref(v, a, a.send_ref);
   mine.recv = own_ref(v, a, a.recv_ref);
-  block_begin(v, &s);
+  block_begin(v, &s,
+              !long_launch(a.count * sizeof(T), QCOLL_IPC_LONG_TWOSHOT_BYTES));
   const T *send = static_cast<const T *>(a.send);
   T *recv = static_cast<T *>(a.recv);
   const size_t count = a.count;
@@ -643,7 +650,9 @@ extern "C" int qcoll__cuda_all_reduce_grid(const qcoll__ipc_view_t *view,
    * Two-shot: two packs per thread, so the reduce step has work too. */
   size_t per_block = algo == QCOLL_IPC_ONESHOT ? kThreads : 2 * kThreads;
   size_t grid = (packs + per_block - 1) / per_block;
-  const size_t limit = (size_t)grid_limit(view);
+  const size_t limit = (size_t)grid_limit(
+      view, algo == QCOLL_IPC_TWOSHOT &&
+                long_launch(bytes, QCOLL_IPC_LONG_TWOSHOT_BYTES));
   if (grid > limit) grid = limit;
   if (grid < 1) grid = 1;
   return (int)grid;
@@ -677,9 +686,13 @@ extern "C" cudaError_t qcoll__cuda_all_reduce_launch_reg(
   a.exchange = exchange;
   void *args[] = {&v, &a};
   /* Reports this launch's error only, not one left over from the caller's
-   * earlier calls.  block_begin waits on the grid dependency first. */
+   * earlier calls.  block_begin waits on the grid dependency first.  A long
+   * two-shot runs alone (ipc_sync.cuh long_launch). */
+  const bool alone =
+      algo == QCOLL_IPC_TWOSHOT &&
+      long_launch(count * elem_bytes(dtype), QCOLL_IPC_LONG_TWOSHOT_BYTES);
   return launch_kernel(reinterpret_cast<const void *>(fn), grid, args, stream,
-                       v.pdl != 0);
+                       v.pdl != 0 && !alone);
 }
 
 extern "C" cudaError_t qcoll__cuda_all_reduce_launch(

@@ -911,7 +911,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     quant_twoshot_kernel(qcoll__ipc_view_t v, const T *send, T *recv,
                          size_t count, size_t chunk, size_t area, int rotate) {
   __shared__ BlockState s;
-  block_begin(v, &s);
+  block_begin(v, &s,
+              !long_launch(count * sizeof(T), QCOLL_IPC_LONG_QUANT_BYTES));
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const bool rot = rotate != 0; /* the same for the whole grid */
 
@@ -964,6 +965,16 @@ kernel_fn pick_kernel(qcoll_dtype_t dtype, qcoll_op_t op, qcoll_quant_t quant) {
   }
 }
 
+/* Whether a long launch of this format takes view.max_grid_long.  On one
+ * H200 shared by two ranks (132 blocks per rank against 66, bf16, 256 MiB):
+ * INT8 671 against 848 us, FP8 716 against 869; but INT4 1265 against 774,
+ * INT6 1674 against 872 and INT3 1705 against 833, so the formats with
+ * codes narrower than a byte keep the smaller grid
+ * (docs/results/2026-12-03-h200-long-launches.md). */
+bool larger_grid_pays(qcoll_quant_t quant) {
+  return quant == QCOLL_QUANT_INT8 || quant == QCOLL_QUANT_FP8;
+}
+
 }  // namespace
 
 extern "C" int qcoll__cuda_all_reduce_quant_supported(qcoll_dtype_t dtype,
@@ -983,10 +994,15 @@ extern "C" cudaError_t qcoll__cuda_all_reduce_quant_launch(
     size_t count, qcoll_dtype_t dtype, qcoll_quant_t quant, int rotate,
     cudaStream_t stream) {
   kernel_fn fn = pick_kernel(dtype, QCOLL_SUM, quant);
+  /* A long launch runs alone (ipc_sync.cuh long_launch), on the larger
+   * grid where that was measured to pay. */
+  const bool alone =
+      long_launch(count * qcoll_dtype_size(dtype), QCOLL_IPC_LONG_QUANT_BYTES);
   qcoll__qlayout_plan_t plan;
   if (!fn || view->nranks < 1 || view->nranks > QCOLL_IPC_MAX_RANKS ||
       !qcoll__qlayout_plan(count, view->region_bytes, view->nranks,
-                           qcoll__codec_group_bytes(quant), grid_limit(view),
+                           qcoll__codec_group_bytes(quant),
+                           grid_limit(view, alone && larger_grid_pays(quant)),
                            &plan))
     return cudaErrorInvalidValue;
   if (count == 0) return cudaSuccess;
@@ -995,7 +1011,7 @@ extern "C" cudaError_t qcoll__cuda_all_reduce_quant_launch(
   void *args[] = {&v,          &sendbuf,   &recvbuf, &count,
                   &plan.chunk, &plan.area, &rot};
   return launch_kernel(reinterpret_cast<const void *>(fn), plan.grid, args,
-                       stream, v.pdl != 0);
+                       stream, v.pdl != 0 && !alone);
 }
 
 extern "C" cudaError_t qcoll__cuda_all_reduce_quant_blocks_per_sm(int *per_sm) {

@@ -222,21 +222,47 @@ __device__ __forceinline__ bool wait_flag(const qcoll__ipc_view_t &v,
 }
 
 /* Barrier of this block with the same block of every peer.  Returns false
- * when the launch must stop (the failure is already reported). */
-__device__ __forceinline__ bool block_barrier(const qcoll__ipc_view_t &v,
-                                              int phase, BlockState *s) {
-  __syncthreads(); /* the block's earlier writes happen before the flag */
+ * when the launch must stop (the failure is already reported).  With
+ * `release` (block_barrier), the flag publishes the block's earlier
+ * writes; without (reads_done_barrier), it says only that the block has
+ * finished reading the peers' buffers. */
+__device__ __forceinline__ bool flag_barrier(const qcoll__ipc_view_t &v,
+                                             int phase, BlockState *s,
+                                             bool release) {
+  __syncthreads(); /* the block's earlier accesses happen before the flag */
   const int t = threadIdx.x;
   if (t < v.nranks && t != v.rank) {
+    uint32_t *slot = flag_slot(s, t, v.rank, phase);
     /* The release store (system scope) orders before it everything that
      * happens before it: the block's writes, through the __syncthreads
      * above.  No separate fence is needed. */
-    store_release_sys(flag_slot(s, t, v.rank, phase), s->epoch);
+    if (release)
+      store_release_sys(slot, s->epoch);
+    else
+      store_relaxed_sys(slot, s->epoch);
     if (!wait_flag(v, s, flag_slot(s, v.rank, t, phase), t, phase))
       s->failed = 1;
   }
   __syncthreads(); /* the acquires happen before the block's later reads */
   return !s->failed;
+}
+
+__device__ __forceinline__ bool block_barrier(const qcoll__ipc_view_t &v,
+                                              int phase, BlockState *s) {
+  return flag_barrier(v, phase, s, true);
+}
+
+/* The closing barrier of a launch that read peers' buffers in place and
+ * wrote nothing a peer reads: a peer may reuse its buffer once every rank's
+ * flag says it is done reading.  A system-scope release would wait until
+ * every earlier write of the block (the whole output) is visible system
+ * wide before the flag could leave; the reads need no such wait.  They are
+ * complete: every thread's stores of the values it loaded were issued
+ * before the opening __syncthreads, and a store of a loaded value issues
+ * only once the load has returned. */
+__device__ __forceinline__ bool reads_done_barrier(const qcoll__ipc_view_t &v,
+                                                   int phase, BlockState *s) {
+  return flag_barrier(v, phase, s, false);
 }
 
 /* The epoch that follows e: zero is skipped, it is what unwritten flags
@@ -258,8 +284,27 @@ __device__ __forceinline__ void next_epoch(BlockState *s) {
   if (threadIdx.x == 0) s->epoch = epoch_after(s->epoch);
 }
 
+/* A long launch (more bytes per rank than `threshold`, launch.h) is
+ * launched without programmatic dependent launch and lets the stream's
+ * next launch in only as its blocks exit (block_begin's
+ * `early_dependents` false), so no other grid of its rank is resident
+ * beside it, and it may take the larger grid of view.max_grid_long.  A
+ * long kernel gains nothing from overlapping launches, and letting the
+ * next grid in early made whole runs of large messages about twice as slow
+ * on one H200 shared by two ranks (INT4 at 256 MiB 1498 against 768 us,
+ * INT8 at 64 MiB 465 against 221 us with PDL off: the next grid's waiting
+ * blocks, resident for the whole run, changed where the ranks' working
+ * blocks were placed).  A two-shot of 16 MiB still gains from the overlap
+ * (28-33 against 33-35 us), hence its higher threshold.
+ * docs/results/2026-12-03-h200-long-launches.md. */
+__host__ __device__ __forceinline__ bool long_launch(size_t bytes,
+                                                     size_t threshold) {
+  return bytes > threshold;
+}
+
 __device__ __forceinline__ void block_begin(const qcoll__ipc_view_t &v,
-                                            BlockState *s) {
+                                            BlockState *s,
+                                            bool early_dependents = true) {
   /* Launched with programmatic dependent launch, the kernel may start
    * before the previous one ends: nothing is read before it has. */
   grid_dependency_wait();
@@ -276,8 +321,9 @@ __device__ __forceinline__ void block_begin(const qcoll__ipc_view_t &v,
   /* The next launch of the stream may start its own preamble (it waits in
    * grid_dependency_wait for this grid to end before touching data): every
    * block of this grid is resident once all have passed here, so the
-   * next grid's blocks never take the place of one of ours. */
-  grid_dependents_launch();
+   * next grid's blocks never take the place of one of ours.  A long
+   * launch lets it in only as its blocks exit (see long_launch). */
+  if (early_dependents) grid_dependents_launch();
 }
 
 /* A launch counter in device memory: control[0] counts the blocks of the
@@ -300,9 +346,13 @@ __device__ __forceinline__ void block_end(const qcoll__ipc_view_t &v,
 }
 
 /* Host: the most blocks a launch on this view may have (the grid the
- * ranks agreed at init, at least one, at most the flag slots' blocks). */
-inline int grid_limit(const qcoll__ipc_view_t *view) {
-  int limit = view->max_grid > 0 ? view->max_grid : 1;
+ * ranks agreed at init for launches that may share the GPU with their
+ * rank's next grid, or for long ones, see long_launch; at least one,
+ * at most the flag slots' blocks). */
+inline int grid_limit(const qcoll__ipc_view_t *view, bool long_run = false) {
+  const int max_grid = long_run && view->max_grid_long > 0 ? view->max_grid_long
+                                                           : view->max_grid;
+  int limit = max_grid > 0 ? max_grid : 1;
   return limit < QCOLL_IPC_MAX_BLOCKS ? limit : QCOLL_IPC_MAX_BLOCKS;
 }
 

@@ -232,6 +232,12 @@ static inline QCOLL_IPC_HD size_t qcoll__ipc_desc_index(int block,
 /* What a kernel needs to know about the communicator.  Passed by value, so
  * a captured graph holds only these constants: all state that changes from
  * one call to the next lives in device memory. */
+/* A two-shot launch of more bytes than this per rank, and a quantised one
+ * of more than QCOLL_IPC_LONG_QUANT_BYTES, is long (ipc_sync.cuh
+ * long_launch says what that changes). */
+#define QCOLL_IPC_LONG_TWOSHOT_BYTES ((size_t)16 << 20)
+#define QCOLL_IPC_LONG_QUANT_BYTES ((size_t)4 << 20)
+
 typedef struct qcoll__ipc_view {
   char *bases[QCOLL_IPC_MAX_RANKS]; /* every rank's IPC buffer, mapped here */
   unsigned long long *error_word;   /* device alias of the host-mapped word */
@@ -243,6 +249,9 @@ typedef struct qcoll__ipc_view {
   int rank;
   int nranks;
   int max_grid; /* grid limit (residency, flag slots) */
+  int max_grid_long; /* grid limit of long launches that take the larger
+                        grid, which no other grid of their rank is resident
+                        beside (ipc_sync.cuh long_launch); 0: max_grid */
   int pdl;      /* launch with programmatic dependent launch (the kernels
                    wait on their grid dependency in block_begin / p2p_begin
                    before touching data) */
