@@ -101,8 +101,9 @@ static const env_entry_t env_table[] = {
      ENV_BYTES, FIELD(ipc_bytes), 0, 0},
     {"QCOLL_MAX_BLOCKS", "0",
      "largest grid of a rank's GPU collective kernels (0: the GPU's resident "
-     "blocks, halved and divided among ranks that share a GPU); leaves SMs to "
-     "other work",
+     "blocks, halved and divided among ranks that share a GPU, not halved for "
+     "long two-shot, INT8 and FP8 launches where two share one); leaves SMs "
+     "to other work",
      ENV_INT, FIELD(max_blocks), 0, 1e9},
     {"QCOLL_IPC_P2P_BYTES", "1M",
      "CUDA IPC: GPU send/recv inbox per ordered pair of ranks (allocated "
@@ -126,9 +127,10 @@ static const env_entry_t env_table[] = {
      "values",
      ENV_INT, FIELD(ipc_push_block_packs), 1, 512},
     {"QCOLL_PDL", "1",
-     "launch the IPC kernels (push one-shot, collectives, send/recv) with "
+     "launch the IPC kernels (all-reduce, collectives, send/recv) with "
      "programmatic dependent launch where the GPU (sm_90+) and driver (12.3+) "
-     "support it; 0 turns it off",
+     "support it, except long all-reduce launches (two-shot above 16 MiB, "
+     "quantised above 4 MiB); 0 turns it off",
      ENV_BOOL, FIELD(pdl), 0, 0},
     {"QCOLL_GRAPH_REGISTER", "1",
      "register the buffers of GPU all-reduces captured into a CUDA graph "
