@@ -641,6 +641,14 @@ extern "C" size_t qcoll__cuda_all_reduce_chunk_elems(
   return es ? bytes / es : 0;
 }
 
+/* Whether this launch runs alone (ipc_sync.cuh long_launch): a two-shot
+ * above QCOLL_IPC_LONG_TWOSHOT_BYTES; the one-shot never. */
+static bool runs_alone(qcoll__ipc_algo_t algo, size_t count,
+                       qcoll_dtype_t dtype) {
+  return algo == QCOLL_IPC_TWOSHOT &&
+         long_launch(count * elem_bytes(dtype), QCOLL_IPC_LONG_TWOSHOT_BYTES);
+}
+
 extern "C" int qcoll__cuda_all_reduce_grid(const qcoll__ipc_view_t *view,
                                            qcoll__ipc_algo_t algo, size_t count,
                                            qcoll_dtype_t dtype) {
@@ -650,9 +658,7 @@ extern "C" int qcoll__cuda_all_reduce_grid(const qcoll__ipc_view_t *view,
    * Two-shot: two packs per thread, so the reduce step has work too. */
   size_t per_block = algo == QCOLL_IPC_ONESHOT ? kThreads : 2 * kThreads;
   size_t grid = (packs + per_block - 1) / per_block;
-  const size_t limit = (size_t)grid_limit(
-      view, algo == QCOLL_IPC_TWOSHOT &&
-                long_launch(bytes, QCOLL_IPC_LONG_TWOSHOT_BYTES));
+  const size_t limit = (size_t)grid_limit(view, runs_alone(algo, count, dtype));
   if (grid > limit) grid = limit;
   if (grid < 1) grid = 1;
   return (int)grid;
@@ -686,13 +692,9 @@ extern "C" cudaError_t qcoll__cuda_all_reduce_launch_reg(
   a.exchange = exchange;
   void *args[] = {&v, &a};
   /* Reports this launch's error only, not one left over from the caller's
-   * earlier calls.  block_begin waits on the grid dependency first.  A long
-   * two-shot runs alone (ipc_sync.cuh long_launch). */
-  const bool alone =
-      algo == QCOLL_IPC_TWOSHOT &&
-      long_launch(count * elem_bytes(dtype), QCOLL_IPC_LONG_TWOSHOT_BYTES);
+   * earlier calls.  block_begin waits on the grid dependency first. */
   return launch_kernel(reinterpret_cast<const void *>(fn), grid, args, stream,
-                       v.pdl != 0 && !alone);
+                       v.pdl != 0 && !runs_alone(algo, count, dtype));
 }
 
 extern "C" cudaError_t qcoll__cuda_all_reduce_launch(

@@ -989,21 +989,40 @@ extern "C" size_t qcoll__cuda_all_reduce_quant_chunk_elems(
                                     qcoll__codec_group_bytes(quant));
 }
 
+/* Whether a launch of count elements runs alone (ipc_sync.cuh
+ * long_launch). */
+static bool runs_alone(size_t count, qcoll_dtype_t dtype) {
+  return long_launch(count * qcoll_dtype_size(dtype),
+                     QCOLL_IPC_LONG_QUANT_BYTES);
+}
+
+/* The plan of one launch: a long one on the larger grid where that was
+ * measured to pay.  False when the regions hold no group. */
+static bool launch_plan(const qcoll__ipc_view_t *view, size_t count,
+                        qcoll_dtype_t dtype, qcoll_quant_t quant,
+                        qcoll__qlayout_plan_t *plan) {
+  const bool larger = runs_alone(count, dtype) && larger_grid_pays(quant);
+  return qcoll__qlayout_plan(count, view->region_bytes, view->nranks,
+                             qcoll__codec_group_bytes(quant),
+                             grid_limit(view, larger), plan) != 0;
+}
+
+extern "C" int qcoll__cuda_all_reduce_quant_grid(const qcoll__ipc_view_t *view,
+                                                 size_t count,
+                                                 qcoll_dtype_t dtype,
+                                                 qcoll_quant_t quant) {
+  qcoll__qlayout_plan_t plan;
+  return launch_plan(view, count, dtype, quant, &plan) ? plan.grid : 0;
+}
+
 extern "C" cudaError_t qcoll__cuda_all_reduce_quant_launch(
     const qcoll__ipc_view_t *view, const void *sendbuf, void *recvbuf,
     size_t count, qcoll_dtype_t dtype, qcoll_quant_t quant, int rotate,
     cudaStream_t stream) {
   kernel_fn fn = pick_kernel(dtype, QCOLL_SUM, quant);
-  /* A long launch runs alone (ipc_sync.cuh long_launch), on the larger
-   * grid where that was measured to pay. */
-  const bool alone =
-      long_launch(count * qcoll_dtype_size(dtype), QCOLL_IPC_LONG_QUANT_BYTES);
   qcoll__qlayout_plan_t plan;
   if (!fn || view->nranks < 1 || view->nranks > QCOLL_IPC_MAX_RANKS ||
-      !qcoll__qlayout_plan(count, view->region_bytes, view->nranks,
-                           qcoll__codec_group_bytes(quant),
-                           grid_limit(view, alone && larger_grid_pays(quant)),
-                           &plan))
+      !launch_plan(view, count, dtype, quant, &plan))
     return cudaErrorInvalidValue;
   if (count == 0) return cudaSuccess;
   qcoll__ipc_view_t v = *view;
@@ -1011,7 +1030,7 @@ extern "C" cudaError_t qcoll__cuda_all_reduce_quant_launch(
   void *args[] = {&v,          &sendbuf,   &recvbuf, &count,
                   &plan.chunk, &plan.area, &rot};
   return launch_kernel(reinterpret_cast<const void *>(fn), plan.grid, args,
-                       stream, v.pdl != 0 && !alone);
+                       stream, v.pdl != 0 && !runs_alone(count, dtype));
 }
 
 extern "C" cudaError_t qcoll__cuda_all_reduce_quant_blocks_per_sm(int *per_sm) {

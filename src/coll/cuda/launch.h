@@ -330,6 +330,12 @@ int qcoll__cuda_all_reduce_quant_supported(qcoll_dtype_t dtype, qcoll_op_t op,
 size_t qcoll__cuda_all_reduce_quant_chunk_elems(const qcoll__ipc_view_t *view,
                                                 qcoll_quant_t quant);
 
+/* Grid of one quantised launch of count elements (0: the regions hold no
+ * group): a function of the arguments only, the same on every rank. */
+int qcoll__cuda_all_reduce_quant_grid(const qcoll__ipc_view_t *view,
+                                      size_t count, qcoll_dtype_t dtype,
+                                      qcoll_quant_t quant);
+
 /* Enqueue one quantised sum all-reduce of count elements (any count: the
  * kernel takes the chunks in turn) on stream; rotate != 0: over rotated
  * groups (codec.h).  Every rank must make the same call in the same order,

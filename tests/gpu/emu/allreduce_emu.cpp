@@ -23,6 +23,9 @@
  *    every rank, one rank, inputs only, outputs only, a rank whose own
  *    registration went stale (it stages, the others read in place), and
  *    peers that lack a rank's registration (reported, not guessed);
+ *  - the grids of long launches (launch.h QCOLL_IPC_LONG_*_BYTES): the
+ *    larger limit for a two-shot above 16 MiB and for INT8/FP8 above
+ *    4 MiB, the ordinary one otherwise and for the narrower codes;
  *  - a rank that never arrives: the others give up within the deadline
  *    once (not once per enqueued chunk), the first to time out naming the
  *    missing rank and the flag value it waited for.
@@ -643,6 +646,55 @@ static void test_missing_peer(World &w, bool one_launch) {
   for (auto &v : w.views) v.timeout_ns = 20ull * 1000000000ull;
 }
 
+/* Which grid limit each launch takes (no launch is made: the grids are
+ * functions of the view and the call).  Limits 3 (ordinary) and 5 (long)
+ * with regions of 64 MiB, so that every message below is one round with
+ * far more groups and packs than five blocks take. */
+static void test_long_launch_grids(const World &w) {
+  qcoll__ipc_view_t v = w.views[0];
+  v.region_bytes = (size_t)64 << 20;
+  v.max_grid = 3;
+  v.max_grid_long = 5;
+  const size_t mib = (size_t)1 << 20;
+  struct {
+    const char *what;
+    qcoll__ipc_algo_t algo;
+    size_t bytes;
+    int want;
+  } plain[] = {
+      {"two-shot of 16 MiB", QCOLL_IPC_TWOSHOT, 16 * mib, 3},
+      {"two-shot of 16 MiB + 32 B", QCOLL_IPC_TWOSHOT, 16 * mib + 32, 5},
+      {"two-shot of 32 MiB", QCOLL_IPC_TWOSHOT, 32 * mib, 5},
+      {"one-shot of 32 MiB", QCOLL_IPC_ONESHOT, 32 * mib, 3}};
+  for (const auto &c : plain) {
+    int got = qcoll__cuda_all_reduce_grid(&v, c.algo, c.bytes / 2, QCOLL_BF16);
+    if (got != c.want)
+      FAIL("N=%d: %s (bf16): grid %d, expected %d", w.n, c.what, got, c.want);
+  }
+  struct {
+    qcoll_quant_t quant;
+    size_t bytes;
+    int want;
+  } quant[] = {{QCOLL_QUANT_INT8, 4 * mib, 3}, {QCOLL_QUANT_INT8, 8 * mib, 5},
+               {QCOLL_QUANT_FP8, 8 * mib, 5},  {QCOLL_QUANT_INT4, 8 * mib, 3},
+               {QCOLL_QUANT_INT6, 8 * mib, 3}, {QCOLL_QUANT_INT3, 8 * mib, 3}};
+  for (const auto &c : quant) {
+    int got =
+        qcoll__cuda_all_reduce_quant_grid(&v, c.bytes / 2, QCOLL_BF16, c.quant);
+    if (got != c.want)
+      FAIL("N=%d: %s all-reduce of %zu MiB (bf16): grid %d, expected %d", w.n,
+           qcoll_quant_name(c.quant), c.bytes / mib, got, c.want);
+  }
+  /* No larger limit agreed (4 or more ranks on a GPU): the ordinary one. */
+  v.max_grid_long = 0;
+  int got =
+      qcoll__cuda_all_reduce_grid(&v, QCOLL_IPC_TWOSHOT, 16 * mib, QCOLL_BF16);
+  if (got != 3)
+    FAIL("N=%d: two-shot of 32 MiB without a long limit: grid %d, expected 3",
+         w.n, got);
+  printf("N=%d: long launch grids ok\n", w.n);
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, nullptr, _IOLBF, 0);
   std::vector<int> sizes;
@@ -654,6 +706,7 @@ int main(int argc, char **argv) {
       continue;
     }
     World w(n);
+    test_long_launch_grids(w);
     test_plain(w);
     if (n > 1) test_registered(w);
     test_quantised(w, false);
