@@ -30,8 +30,32 @@ int main() {
   TIME("cudaStreamGetDevice", cudaStreamGetDevice(s, &dev));
   TIME("cudaGetLastError", cudaGetLastError());
   TIME("cuPointerGetAttribute(BUFFER_ID)", pga(&bid, CU_POINTER_ATTRIBUTE_BUFFER_ID, (CUdeviceptr)(d + 17)));
+  typedef CUresult (*pgas_t)(unsigned, CUpointer_attribute *, void **, CUdeviceptr);
+  cudaGetDriverEntryPointByVersion("cuPointerGetAttributes", &fn, 7000, cudaEnableDefault, &q);
+  pgas_t pgas = (pgas_t)fn;
+  CUpointer_attribute which[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+  unsigned mtype = 0; int managed = 0, ordinal = -1; void *vals[3] = {&mtype, &managed, &ordinal};
+  TIME("cuPointerGetAttributes(3 attributes)", pgas(3, which, vals, (CUdeviceptr)(d + 17)));
+  cudaFunction_t cf;
+  TIME("cudaGetFuncBySymbol", cudaGetFuncBySymbol(&cf, (const void *)empty_kernel));
+  typedef CUresult (*lke_t)(const CUlaunchConfig *, CUfunction, void **, void **);
+  cudaGetDriverEntryPointByVersion("cuLaunchKernelEx", &fn, 12000, cudaEnableDefault, &q);
+  lke_t lke = (lke_t)fn;
   void *args[] = {&d};
   for (int r = 0; r < 2; r++) {
+    for (int pdl = 0; pdl < 2; pdl++) {
+      CUlaunchAttribute at; at.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION; at.value.programmaticStreamSerializationAllowed = 1;
+      CUlaunchConfig cfg = {}; cfg.gridDimX = 8; cfg.gridDimY = cfg.gridDimZ = 1; cfg.blockDimX = 512; cfg.blockDimY = cfg.blockDimZ = 1;
+      cfg.hStream = (CUstream)s; cfg.attrs = &at; cfg.numAttrs = pdl;
+      double best = 1e30;
+      for (int b = 0; b < 200; b++) {
+        double t0 = now_ns();
+        for (int i = 0; i < 64; i++) lke(&cfg, (CUfunction)cf, args, 0);
+        double t = (now_ns() - t0) / 64; if (t < best) best = t;
+        cudaStreamSynchronize(s);
+      }
+      printf("cuLaunchKernelEx pdl=%d (best batch of 64)    %8.1f ns\n", pdl, best);
+    }
     for (int pdl = 0; pdl < 2; pdl++) {
       cudaLaunchAttribute at; at.id = cudaLaunchAttributeProgrammaticStreamSerialization; at.val.programmaticStreamSerializationAllowed = 1;
       cudaLaunchConfig_t cfg = {}; cfg.gridDim = dim3(8); cfg.blockDim = dim3(512); cfg.stream = s; cfg.attrs = &at; cfg.numAttrs = pdl;
