@@ -67,7 +67,36 @@ static void relaxed_end(void) {
     (void)cudaGetLastError();
 }
 
+/* The driver's cuPointerGetAttributes, resolved at probe time: the
+ * memory type and device ordinal of a pointer in one query, about half
+ * the host time of cudaPointerGetAttributes on the eager path of every
+ * GPU call (bench/launch-cost.cu), and it neither fails nor leaves an
+ * error behind on a pointer the driver does not know. */
+typedef CUresult (*pointer_attrs_fn)(unsigned, CUpointer_attribute *, void **,
+                                     CUdeviceptr);
+static pointer_attrs_fn pointer_attrs;
+
+/* One driver query: -1 for host memory (pinned, or unknown to the driver),
+ * else the device that owns the allocation (managed memory included).
+ * False when the query itself failed. */
+static bool driver_pointer_device(const void *ptr, int *dev) {
+  CUpointer_attribute which[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                  CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                  CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+  unsigned int type = 0;
+  int managed = 0, ordinal = -1;
+  void *values[3] = {&type, &managed, &ordinal};
+  relaxed_begin();
+  CUresult r = pointer_attrs(3, which, values, (CUdeviceptr)(uintptr_t)ptr);
+  relaxed_end();
+  if (r != CUDA_SUCCESS) return false;
+  const bool on_device = type == CU_MEMORYTYPE_DEVICE || managed;
+  *dev = on_device && ordinal >= 0 ? ordinal : -1;
+  return true;
+}
+
 static qcoll_status_t cuda_pointer_device(const void *ptr, int *dev) {
+  if (pointer_attrs && driver_pointer_device(ptr, dev)) return QCOLL_OK;
   struct cudaPointerAttributes attr;
   relaxed_begin();
   cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
@@ -132,6 +161,8 @@ void *qcoll__cuda_driver_entry(const char *symbol, unsigned version) {
 }
 
 static void resolve_driver_entries(void) {
+  pointer_attrs =
+      (pointer_attrs_fn)qcoll__cuda_driver_entry("cuPointerGetAttributes", 7000);
   driver.stream_get_ctx =
       (stream_get_ctx_fn)qcoll__cuda_driver_entry("cuStreamGetCtx", 9020);
   driver.ctx_push = (ctx_push_fn)qcoll__cuda_driver_entry("cuCtxPushCurrent", 4000);
