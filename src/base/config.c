@@ -95,6 +95,14 @@ static const env_entry_t env_table[] = {
     {"QCOLL_QUANT_MIN_BYTES", "1M",
      "messages smaller than this are never quantised", ENV_BYTES,
      FIELD(quant_min_bytes), 0, 0},
+    {"QCOLL_QUANT_ROUND_BYTES", "0",
+     "quantised all-reduce: the most message bytes reduced per round of a "
+     "launch, for every format (larger messages stream through the IPC "
+     "buffer in rounds of this size); 0: the measured default (on the larger "
+     "grid of long launches 40M for int4 and int6, 32M for int3, otherwise "
+     "as many as the buffer holds); the ranks use the smallest of their "
+     "values",
+     ENV_BYTES, FIELD(quant_round_bytes), 0, 0},
     {"QCOLL_IPC_BYTES", "64M",
      "CUDA IPC buffer per rank (data and flags; one-shot regions larger "
      "than 2 MiB each take the rest beside it, 4 MiB more by default)",
@@ -102,7 +110,7 @@ static const env_entry_t env_table[] = {
     {"QCOLL_MAX_BLOCKS", "0",
      "largest grid of a rank's GPU collective kernels (0: the GPU's resident "
      "blocks, halved and divided among ranks that share a GPU, not halved for "
-     "long two-shot, INT8 and FP8 launches where two share one); leaves SMs "
+     "long two-shot and quantised launches where two share one); leaves SMs "
      "to other work",
      ENV_INT, FIELD(max_blocks), 0, 1e9},
     {"QCOLL_IPC_P2P_BYTES", "1M",

@@ -53,6 +53,7 @@ typedef struct ipc_record {
   uint64_t p2p_pair_bytes;      /* send/recv inbox per sender */
   uint64_t push_slot_bytes;     /* push one-shot slot, 0: off */
   int32_t push_block_packs;     /* QCOLL_IPC_PUSH_BLOCK_PACKS of the owner */
+  uint64_t quant_round_bytes;   /* QCOLL_QUANT_ROUND_BYTES of the owner */
   char reason[REASON_MAX];      /* why not ready */
 } ipc_record_t;
 
@@ -255,6 +256,7 @@ static void setup_local(qcoll__ctx_t *comm, cudaStream_t s, ipc_record_t *rec) {
           ? qcoll__push_slot_bytes(comm->config.ipc_push_bytes)
           : 0;
   rec->push_block_packs = (int32_t)comm->config.ipc_push_block_packs;
+  rec->quant_round_bytes = comm->config.quant_round_bytes;
   /* The registration descriptors follow the inboxes, then the push area:
    * every rank computes the same offsets (the push slots may differ). */
   cc->desc_offset = qcoll__push_area_offset(qcoll__ipc_alloc_bytes(
@@ -498,6 +500,18 @@ static int agreed_max_grid(qcoll__ctx_t *comm, const ipc_record_t *recs,
  * records are the same on every rank, so all decide alike); else the
  * one-shot stays on the flag-barrier kernel.  Its grid must be the same on
  * every rank, so the packs per block are the smallest any rank asked for. */
+/* The smallest QCOLL_QUANT_ROUND_BYTES of the ranks (0, no limit, counts
+ * as the largest), so that every rank plans the same rounds. */
+static size_t agreed_round_bytes(const qcoll__ctx_t *comm,
+                                 const ipc_record_t *recs) {
+  uint64_t least = 0;
+  for (int r = 0; r < comm->nranks; r++)
+    if (recs[r].quant_round_bytes &&
+        (!least || recs[r].quant_round_bytes < least))
+      least = recs[r].quant_round_bytes;
+  return (size_t)least;
+}
+
 static void setup_push(qcoll__ctx_t *comm, const ipc_record_t *recs) {
   struct qcoll__cuda_comm *cc = comm->cuda;
   size_t slot = (size_t)recs[0].push_slot_bytes;
@@ -677,6 +691,7 @@ qcoll_status_t qcoll__cuda_comm_init(qcoll__ctx_t *comm) {
   v->max_grid = max_grid;
   v->max_grid_long = max_grid_long;
   v->pdl = qcoll__cuda_pdl_enabled(comm->device, comm->config.pdl);
+  v->quant_round_bytes = agreed_round_bytes(comm, recs);
   cc->oneshot_max_bytes =
       qcoll__config_oneshot_max_bytes(&comm->config, comm->nranks);
   /* Without a registry every buffer is staged, as before it existed. */

@@ -284,6 +284,7 @@ typedef struct message_case {
   size_t region_bytes;
   int grid_limit; /* the grid is qcoll__qlayout_grid(groups, grid_limit) */
   data_kind_t kind;
+  size_t round_groups; /* the plan's limit per segment and round, 0: none */
 } message_case_t;
 
 static int run_message(const message_case_t *c, uint64_t seed) {
@@ -307,7 +308,7 @@ static int run_message(const message_case_t *c, uint64_t seed) {
   qcoll__qlayout_plan_t plan = {0, 0, 0};
   assert_true(qcoll__qlayout_plan(c->count, c->region_bytes, c->n,
                                   qcoll__codec_group_bytes(c->fmt),
-                                  c->grid_limit, &plan));
+                                  c->round_groups, c->grid_limit, &plan));
   assert_true(plan.chunk > 0 && plan.chunk % G == 0);
   assert_true(plan.grid >= 1 && plan.grid <= c->grid_limit);
   /* A launch of one round keeps the plain layout; one that streams has
@@ -419,10 +420,10 @@ static void test_layout_functions(void **state) {
           size_t slot_groups = qcoll__qlayout_slot_bytes(regions[ri], n) / gb;
           qcoll__qlayout_plan_t p = {0, 0, 0};
           assert_true(
-              qcoll__qlayout_plan(one, regions[ri], n, gb, limits[li], &p));
+              qcoll__qlayout_plan(one, regions[ri], n, gb, 0, limits[li], &p));
           assert_true(p.area == 0 && p.chunk == one);
           assert_int_equal(p.grid, qcoll__qlayout_grid(one / G, limits[li]));
-          assert_true(qcoll__qlayout_plan(3 * one + 1, regions[ri], n, gb,
+          assert_true(qcoll__qlayout_plan(3 * one + 1, regions[ri], n, gb, 0,
                                           limits[li], &p));
           assert_true(p.grid >= 1 && p.grid <= limits[li]);
           assert_true((size_t)p.grid <= slot_groups);
@@ -430,9 +431,36 @@ static void test_layout_functions(void **state) {
           assert_true(p.area * (size_t)p.grid <= slot_groups);
           assert_true(p.chunk == (size_t)n * p.area * (size_t)p.grid * G);
           assert_true(p.chunk <= one);
+          /* A round limit below the slot's groups streams a message that
+           * the slots would hold in one round, inside the limit; at or
+           * above it, or for a message of at most one limited round, the
+           * plan is as without. */
+          const size_t rounds[] = {1, 3, slot_groups / 2, slot_groups,
+                                   2 * slot_groups};
+          for (size_t k = 0; k < sizeof rounds / sizeof rounds[0]; k++) {
+            size_t r = rounds[k];
+            if (r == 0) continue;
+            qcoll__qlayout_plan_t q = {0, 0, 0}, plain = {0, 0, 0};
+            assert_true(qcoll__qlayout_plan(one, regions[ri], n, gb, r,
+                                            limits[li], &q));
+            assert_true(qcoll__qlayout_plan(one, regions[ri], n, gb, 0,
+                                            limits[li], &plain));
+            if (r >= slot_groups) {
+              assert_memory_equal(&q, &plain, sizeof q);
+            } else {
+              assert_true(q.area >= 1 && q.grid >= 1 && q.grid <= limits[li]);
+              assert_true(q.area * (size_t)q.grid <= r);
+              assert_true(q.chunk == (size_t)n * q.area * (size_t)q.grid * G);
+              assert_true(q.chunk < one);
+            }
+            size_t fits = (size_t)n * (r < slot_groups ? r : slot_groups) * G;
+            assert_true(qcoll__qlayout_plan(fits, regions[ri], n, gb, r,
+                                            limits[li], &q));
+            assert_true(q.area == 0 && q.chunk == one);
+          }
         }
   qcoll__qlayout_plan_t none = {0, 0, 0};
-  assert_false(qcoll__qlayout_plan(1000, 16, 8, 36, 4, &none));
+  assert_false(qcoll__qlayout_plan(1000, 16, 8, 36, 0, 4, &none));
 }
 
 /* Small counts and tails, every format, dtype and world size, two grids. */
@@ -460,7 +488,8 @@ static void test_small_messages(void **state) {
                                  counts[c],
                                  64 * 1024,
                                  grid_limit,
-                                 c % 2 ? DATA_SPECIAL : DATA_GAUSS};
+                                 c % 2 ? DATA_SPECIAL : DATA_GAUSS,
+                                 0};
             run_message(&mc, seed++);
             cases++;
           }
@@ -468,6 +497,30 @@ static void test_small_messages(void **state) {
   print_message(
       "%d small messages: every rank equals the reference bit for bit\n",
       cases);
+}
+
+/* Three messages of one format, dtype and world size, on the grids given,
+ * the last one of special values: each checked against the reference, and
+ * taken in at least ceil(count / round) rounds.  Returns the most rounds. */
+static int run_streamed(qcoll_quant_t fmt, qcoll_dtype_t dtype, int n,
+                        size_t region_bytes, size_t round_groups, size_t round,
+                        const size_t counts[3], const int grids[3],
+                        uint64_t *seed) {
+  int most = 0;
+  for (size_t c = 0; c < 3; c++) {
+    message_case_t mc = {fmt,
+                         dtype,
+                         n,
+                         counts[c],
+                         region_bytes,
+                         grids[c],
+                         c == 2 ? DATA_SPECIAL : DATA_GAUSS,
+                         round_groups};
+    int rounds = run_message(&mc, (*seed)++);
+    assert_true(rounds >= (int)((counts[c] + round - 1) / round));
+    if (rounds > most) most = rounds;
+  }
+  return most;
 }
 
 /* Messages of several rounds of one launch (small regions), odd grids; the
@@ -478,6 +531,7 @@ static void test_chunked_messages(void **state) {
   uint64_t seed = 1000;
   int cases = 0, max_rounds = 0;
   const int sizes[] = {2, 3, 4, 8};
+  const int grids[] = {3, 7, 256};
   for (size_t f = 0; f < NFORMATS; f++)
     for (size_t d = 0; d < 3; d++)
       for (size_t k = 0; k < 4; k++) {
@@ -486,23 +540,41 @@ static void test_chunked_messages(void **state) {
         size_t chunk = qcoll__qlayout_chunk_elems(
             rb, n, qcoll__codec_group_bytes(FORMATS[f]));
         const size_t counts[] = {chunk, chunk + 1, 2 * chunk + 17 * G + 5};
-        const int grids[] = {3, 7, 256};
-        for (size_t c = 0; c < 3; c++) {
-          message_case_t mc = {FORMATS[f],
-                               DTYPES[d],
-                               n,
-                               counts[c],
-                               rb,
-                               grids[c],
-                               c == 2 ? DATA_SPECIAL : DATA_GAUSS};
-          int rounds = run_message(&mc, seed++);
-          assert_true(rounds >= (int)((counts[c] + chunk - 1) / chunk));
-          if (rounds > max_rounds) max_rounds = rounds;
-          cases++;
-        }
+        int most = run_streamed(FORMATS[f], DTYPES[d], n, rb, 0, chunk, counts,
+                                grids, &seed);
+        if (most > max_rounds) max_rounds = most;
+        cases += 3;
       }
   print_message(
       "%d chunked messages (up to %d rounds in one launch): every rank "
+      "equals the reference\n",
+      cases, max_rounds);
+}
+
+/* Messages that the regions would hold in one round, streamed in rounds of
+ * at most round_groups groups per segment (QCOLL_QUANT_ROUND_BYTES): the
+ * same bits as one round, and as the reference. */
+static void test_round_limited_messages(void **state) {
+  (void)state;
+  uint64_t seed = 5000;
+  int cases = 0, max_rounds = 0;
+  const int sizes[] = {1, 2, 3, 8};
+  const size_t limits[] = {1, 2, 5};
+  const int grids[] = {1, 3, 256};
+  for (size_t f = 0; f < NFORMATS; f++)
+    for (size_t d = 0; d < 3; d++)
+      for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
+        for (size_t l = 0; l < sizeof limits / sizeof limits[0]; l++) {
+          int n = sizes[k];
+          size_t round = (size_t)n * limits[l] * G;
+          const size_t counts[] = {round + 1, 3 * round, 4 * round + 7 * G + 3};
+          int most = run_streamed(FORMATS[f], DTYPES[d], n, 64 * 1024,
+                                  limits[l], round, counts, grids, &seed);
+          if (most > max_rounds) max_rounds = most;
+          cases += 3;
+        }
+  print_message(
+      "%d round-limited messages (up to %d rounds in one launch): every rank "
       "equals the reference\n",
       cases, max_rounds);
 }
@@ -512,6 +584,7 @@ int main(void) {
       cmocka_unit_test(test_layout_functions),
       cmocka_unit_test(test_small_messages),
       cmocka_unit_test(test_chunked_messages),
+      cmocka_unit_test(test_round_limited_messages),
   };
   return cmocka_run_group_tests_name("quant_layout", tests, NULL, NULL);
 }

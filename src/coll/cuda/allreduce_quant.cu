@@ -965,14 +965,27 @@ kernel_fn pick_kernel(qcoll_dtype_t dtype, qcoll_op_t op, qcoll_quant_t quant) {
   }
 }
 
-/* Whether a long launch of this format takes view.max_grid_long.  On one
- * H200 shared by two ranks (132 blocks per rank against 66, bf16, 256 MiB):
- * INT8 671 against 848 us, FP8 716 against 869; but INT4 1265 against 774,
- * INT6 1674 against 872 and INT3 1705 against 833, so the formats with
- * codes narrower than a byte keep the smaller grid
- * (docs/results/2026-12-03-h200-long-launches.md). */
-bool larger_grid_pays(qcoll_quant_t quant) {
-  return quant == QCOLL_QUANT_INT8 || quant == QCOLL_QUANT_FP8;
+/* The message bytes per round that a long launch on the larger grid
+ * (view.max_grid_long) takes by default: 0 (what the regions hold) for
+ * INT8 and FP8, less for the codes narrower than a byte.  On one H200
+ * shared by two ranks (132 blocks per rank, bf16, 256 MiB, unregistered,
+ * out of place), the rounds that the regions hold (107 MB of message for
+ * INT4) took INT4 1164 us, INT6 1373 and INT3 1667, about twice their time
+ * on the smaller grid (774, 872, 833); rounds of 40 MiB took INT4 654-660
+ * and INT6 757, rounds of 32 MiB INT3 764 (40 MiB: 924 once; from 48 MiB
+ * on, INT6 and INT3 were slow again, from 56 MiB INT4).  INT8 and FP8 were
+ * fastest without a limit (670 and 716 against 723 and 828 with 32 MiB),
+ * and so was every format on the smaller grid of four and eight ranks
+ * sharing a GPU (INT4, 4 ranks, 64 MiB: 446 against 493), which therefore
+ * takes none (docs/results/2026-12-04-h200-rounds.md). */
+size_t larger_grid_round_bytes(qcoll_quant_t quant) {
+  const size_t mib = (size_t)1 << 20;
+  switch (quant) {
+    case QCOLL_QUANT_INT6:
+    case QCOLL_QUANT_INT4: return 40 * mib;
+    case QCOLL_QUANT_INT3: return 32 * mib;
+    default: return 0;
+  }
 }
 
 }  // namespace
@@ -996,23 +1009,48 @@ static bool runs_alone(size_t count, qcoll_dtype_t dtype) {
                      QCOLL_IPC_LONG_QUANT_BYTES);
 }
 
-/* The plan of one launch: a long one on the larger grid where that was
- * measured to pay.  False when the regions hold no group. */
+/* The message bytes per round of a launch: QCOLL_QUANT_ROUND_BYTES where
+ * it is set, else larger_grid_round_bytes on the larger grid; 0: what the
+ * regions hold. */
+static size_t round_bytes(const qcoll__ipc_view_t *view, qcoll_quant_t quant,
+                          bool larger) {
+  if (view->quant_round_bytes) return view->quant_round_bytes;
+  const bool larger_grid = larger && view->max_grid_long > view->max_grid;
+  return larger_grid ? larger_grid_round_bytes(quant) : 0;
+}
+
+/* The most groups of one segment per round (quant_layout.h "rounds"): at
+ * least one; 0 without a limit. */
+static size_t round_groups(const qcoll__ipc_view_t *view, qcoll_dtype_t dtype,
+                           size_t bytes) {
+  if (!bytes) return 0;
+  const size_t groups = bytes / qcoll_dtype_size(dtype) / QCOLL_QLAYOUT_GROUP /
+                        (size_t)view->nranks;
+  return groups ? groups : 1;
+}
+
+/* The plan of one launch: a long one on the larger grid, in rounds of
+ * round_bytes.  False when the regions hold no group. */
 static bool launch_plan(const qcoll__ipc_view_t *view, size_t count,
                         qcoll_dtype_t dtype, qcoll_quant_t quant,
                         qcoll__qlayout_plan_t *plan) {
-  const bool larger = runs_alone(count, dtype) && larger_grid_pays(quant);
-  return qcoll__qlayout_plan(count, view->region_bytes, view->nranks,
-                             qcoll__codec_group_bytes(quant),
-                             grid_limit(view, larger), plan) != 0;
+  const bool larger = runs_alone(count, dtype);
+  return qcoll__qlayout_plan(
+             count, view->region_bytes, view->nranks,
+             qcoll__codec_group_bytes(quant),
+             round_groups(view, dtype, round_bytes(view, quant, larger)),
+             grid_limit(view, larger), plan) != 0;
 }
 
 extern "C" int qcoll__cuda_all_reduce_quant_grid(const qcoll__ipc_view_t *view,
                                                  size_t count,
                                                  qcoll_dtype_t dtype,
-                                                 qcoll_quant_t quant) {
+                                                 qcoll_quant_t quant,
+                                                 size_t *round_elems) {
   qcoll__qlayout_plan_t plan;
-  return launch_plan(view, count, dtype, quant, &plan) ? plan.grid : 0;
+  if (!launch_plan(view, count, dtype, quant, &plan)) return 0;
+  if (round_elems) *round_elems = plan.area ? plan.chunk : count;
+  return plan.grid;
 }
 
 extern "C" cudaError_t qcoll__cuda_all_reduce_quant_launch(

@@ -255,6 +255,9 @@ typedef struct qcoll__ipc_view {
   int pdl;      /* launch with programmatic dependent launch (the kernels
                    wait on their grid dependency in block_begin / p2p_begin
                    before touching data) */
+  size_t quant_round_bytes; /* the most message bytes per round of a
+                               quantised launch (quant_layout.h "rounds");
+                               0: what the regions hold */
   /* The registry table (device memory, QCOLL_IPC_MAX_RANKS x
    * QCOLL_IPC_REG_SLOTS entries) and the offset of the descriptor area in
    * every rank's buffer; NULL / 0: no registry, every buffer is staged. */
@@ -331,10 +334,12 @@ size_t qcoll__cuda_all_reduce_quant_chunk_elems(const qcoll__ipc_view_t *view,
                                                 qcoll_quant_t quant);
 
 /* Grid of one quantised launch of count elements (0: the regions hold no
- * group): a function of the arguments only, the same on every rank. */
+ * group) and, when round_elems is not NULL, the elements of its rounds
+ * (count when it takes one): functions of the arguments only, the same on
+ * every rank. */
 int qcoll__cuda_all_reduce_quant_grid(const qcoll__ipc_view_t *view,
                                       size_t count, qcoll_dtype_t dtype,
-                                      qcoll_quant_t quant);
+                                      qcoll_quant_t quant, size_t *round_elems);
 
 /* Enqueue one quantised sum all-reduce of count elements (any count: the
  * kernel takes the chunks in turn) on stream; rotate != 0: over rotated

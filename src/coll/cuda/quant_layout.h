@@ -40,6 +40,13 @@
  *             round is exactly one area, and a shorter last round's pieces
  *             are shorter).  A launch of one round keeps the plain layout
  *             (group g of segment s at g - S).
+ *   rounds    a plan may also be given round_groups, the most groups of one
+ *             segment per round (0: as many as a slot holds).  A message
+ *             of more groups than n * round_groups then streams in rounds
+ *             of that size, using the first grid * area groups of every
+ *             slot, even where it would fit the slots in one round: a
+ *             round's encoded groups stay few enough to be read back from
+ *             the GPU's cache (allreduce_quant.cu says what was measured).
  */
 #ifndef QCOLL_COLL_CUDA_QUANT_LAYOUT_H
 #define QCOLL_COLL_CUDA_QUANT_LAYOUT_H
@@ -125,7 +132,8 @@ QCOLL_QLAYOUT_HD int qcoll__qlayout_grid(size_t groups, int limit) {
 
 /* How one launch of count elements runs: its grid, the elements of each
  * round (chunk) and, when it streams (count > chunk), each block's area of
- * a slot in groups (0: one round, plain layout).  0 when the regions hold
+ * a slot in groups (0: one round, plain layout).  round_groups: see
+ * "rounds" above (0: none).  0 when the regions hold
  * no group.  The same on every rank for the same call. */
 typedef struct qcoll__qlayout_plan {
   int grid;
@@ -135,20 +143,22 @@ typedef struct qcoll__qlayout_plan {
 
 QCOLL_QLAYOUT_HD int qcoll__qlayout_plan(size_t count, size_t region_bytes,
                                          int nranks, size_t group_bytes,
-                                         int limit,
+                                         size_t round_groups, int limit,
                                          qcoll__qlayout_plan_t *plan) {
   const size_t one =
       qcoll__qlayout_chunk_elems(region_bytes, nranks, group_bytes);
   if (one == 0) return 0;
-  if (count <= one) {
+  size_t slot_groups = one / QCOLL_QLAYOUT_GROUP / (size_t)nranks;
+  if (round_groups && round_groups < slot_groups) slot_groups = round_groups;
+  const size_t round = (size_t)nranks * slot_groups * QCOLL_QLAYOUT_GROUP;
+  if (count <= round) {
     plan->grid = qcoll__qlayout_grid(
         (count + QCOLL_QLAYOUT_GROUP - 1) / QCOLL_QLAYOUT_GROUP, limit);
     plan->chunk = one;
     plan->area = 0;
     return 1;
   }
-  const size_t slot_groups = one / QCOLL_QLAYOUT_GROUP / (size_t)nranks;
-  int grid = qcoll__qlayout_grid(one / QCOLL_QLAYOUT_GROUP, limit);
+  int grid = qcoll__qlayout_grid(round / QCOLL_QLAYOUT_GROUP, limit);
   if ((size_t)grid > slot_groups) grid = (int)slot_groups;
   plan->grid = grid;
   plan->area = slot_groups / (size_t)grid;

@@ -24,8 +24,11 @@
  *    registration went stale (it stages, the others read in place), and
  *    peers that lack a rank's registration (reported, not guessed);
  *  - the grids of long launches (launch.h QCOLL_IPC_LONG_*_BYTES): the
- *    larger limit for a two-shot above 16 MiB and for INT8/FP8 above
- *    4 MiB, the ordinary one otherwise and for the narrower codes;
+ *    larger limit for a two-shot above 16 MiB and for every quantised
+ *    format above 4 MiB, the ordinary one otherwise; the rounds of long
+ *    quantised launches (40 MiB of message for INT4 and INT6, 32 MiB for
+ *    INT3 on the larger grid, what the regions hold otherwise,
+ *    QCOLL_QUANT_ROUND_BYTES where it is set);
  *  - a rank that never arrives: the others give up within the deadline
  *    once (not once per enqueued chunk), the first to time out naming the
  *    missing rank and the flag value it waited for.
@@ -646,6 +649,45 @@ static void test_missing_peer(World &w, bool one_launch) {
   for (auto &v : w.views) v.timeout_ns = 20ull * 1000000000ull;
 }
 
+/* The rounds of a long quantised launch of 128 MiB of bf16 (more than 40
+ * MiB, less than the 64 MiB regions hold for the narrower codes): INT4
+ * and INT6 in rounds of at most 40 MiB, INT3 of 32 MiB, on the larger grid
+ * only; INT8 (whose groups the regions hold fewer of) in rounds of what
+ * they hold; QCOLL_QUANT_ROUND_BYTES (1 MiB here) for every format and
+ * grid. */
+static void test_long_launch_rounds(int n, qcoll__ipc_view_t v) {
+  const size_t mib = (size_t)1 << 20, count = 64 * mib;
+  const size_t limit = 20 * mib;    /* 40 MiB of bf16 */
+  const size_t limit3 = 16 * mib;   /* 32 MiB of bf16 */
+  struct {
+    const char *what;
+    qcoll_quant_t quant;
+    int max_grid_long;
+    size_t round_bytes;
+    size_t at_least, at_most;
+  } cases[] = {
+      {"INT4, larger grid", QCOLL_QUANT_INT4, 5, 0, limit - 5 * 32 * n, limit},
+      {"INT3, larger grid", QCOLL_QUANT_INT3, 5, 0, limit3 - 5 * 32 * n,
+       limit3},
+      {"INT6, larger grid", QCOLL_QUANT_INT6, 5, 0, limit - 5 * 32 * n, limit},
+      {"INT8, larger grid", QCOLL_QUANT_INT8, 5, 0, limit + 1, count - 1},
+      {"INT4, no larger grid", QCOLL_QUANT_INT4, 0, 0, count, count},
+      {"INT4, QCOLL_QUANT_ROUND_BYTES=1M", QCOLL_QUANT_INT4, 5, mib,
+       mib / 2 - 5 * 32 * n, mib / 2},
+      {"INT8, QCOLL_QUANT_ROUND_BYTES=1M, no larger grid", QCOLL_QUANT_INT8, 0,
+       mib, mib / 2 - 3 * 32 * n, mib / 2}};
+  for (const auto &c : cases) {
+    v.max_grid_long = c.max_grid_long;
+    v.quant_round_bytes = c.round_bytes;
+    size_t round = 0;
+    qcoll__cuda_all_reduce_quant_grid(&v, count, QCOLL_BF16, c.quant, &round);
+    if (round < c.at_least || round > c.at_most)
+      FAIL("N=%d: %s, 128 MiB (bf16): rounds of %zu elements, expected "
+           "%zu..%zu",
+           n, c.what, round, c.at_least, c.at_most);
+  }
+}
+
 /* Which grid limit each launch takes (no launch is made: the grids are
  * functions of the view and the call).  Limits 3 (ordinary) and 5 (long)
  * with regions of 64 MiB, so that every message below is one round with
@@ -676,15 +718,19 @@ static void test_long_launch_grids(const World &w) {
     size_t bytes;
     int want;
   } quant[] = {{QCOLL_QUANT_INT8, 4 * mib, 3}, {QCOLL_QUANT_INT8, 8 * mib, 5},
-               {QCOLL_QUANT_FP8, 8 * mib, 5},  {QCOLL_QUANT_INT4, 8 * mib, 3},
-               {QCOLL_QUANT_INT6, 8 * mib, 3}, {QCOLL_QUANT_INT3, 8 * mib, 3}};
+               {QCOLL_QUANT_FP8, 8 * mib, 5},  {QCOLL_QUANT_INT4, 4 * mib, 3},
+               {QCOLL_QUANT_INT4, 8 * mib, 5}, {QCOLL_QUANT_INT6, 8 * mib, 5},
+               {QCOLL_QUANT_INT3, 8 * mib, 5}};
   for (const auto &c : quant) {
-    int got =
-        qcoll__cuda_all_reduce_quant_grid(&v, c.bytes / 2, QCOLL_BF16, c.quant);
-    if (got != c.want)
-      FAIL("N=%d: %s all-reduce of %zu MiB (bf16): grid %d, expected %d", w.n,
-           qcoll_quant_name(c.quant), c.bytes / mib, got, c.want);
+    size_t round = 0;
+    int got = qcoll__cuda_all_reduce_quant_grid(&v, c.bytes / 2, QCOLL_BF16,
+                                                c.quant, &round);
+    if (got != c.want || round != c.bytes / 2)
+      FAIL("N=%d: %s all-reduce of %zu MiB (bf16): grid %d in rounds of %zu "
+           "elements, expected %d in one",
+           w.n, qcoll_quant_name(c.quant), c.bytes / mib, got, round, c.want);
   }
+  test_long_launch_rounds(w.n, v);
   /* No larger limit agreed (4 or more ranks on a GPU): the ordinary one. */
   v.max_grid_long = 0;
   int got =
