@@ -99,7 +99,7 @@ static const env_entry_t env_table[] = {
      "quantised all-reduce: the most message bytes reduced per round of a "
      "launch, for every format (larger messages stream through the IPC "
      "buffer in rounds of this size); 0: the measured default (on the larger "
-     "grid of long launches 40M for int4 and int6, 32M for int3, otherwise "
+     "grid of long launches 44M for int4, 40M for int6, 32M for int3, otherwise "
      "as many as the buffer holds); the ranks use the smallest of their "
      "values",
      ENV_BYTES, FIELD(quant_round_bytes), 0, 0},

@@ -446,7 +446,9 @@ static void test_layout_functions(void **state) {
             assert_true(qcoll__qlayout_plan(one, regions[ri], n, gb, 0,
                                             limits[li], &plain));
             if (r >= slot_groups) {
-              assert_memory_equal(&q, &plain, sizeof q);
+              /* field by field: the struct has padding */
+              assert_int_equal(q.grid, plain.grid);
+              assert_true(q.chunk == plain.chunk && q.area == plain.area);
             } else {
               assert_true(q.area >= 1 && q.grid >= 1 && q.grid <= limits[li]);
               assert_true(q.area * (size_t)q.grid <= r);

@@ -972,8 +972,9 @@ kernel_fn pick_kernel(qcoll_dtype_t dtype, qcoll_op_t op, qcoll_quant_t quant) {
  * out of place), the rounds that the regions hold (107 MB of message for
  * INT4) took INT4 1164 us, INT6 1373 and INT3 1667, about twice their time
  * on the smaller grid (774, 872, 833); rounds of 40 MiB took INT4 654-660
- * and INT6 757, rounds of 32 MiB INT3 764 (40 MiB: 924 once; from 48 MiB
- * on, INT6 and INT3 were slow again, from 56 MiB INT4).  INT8 and FP8 were
+ * and INT6 757, of 44 MiB INT4 642-645 (in place 653-656 against 664-667),
+ * of 32 MiB INT3 764 (40 MiB: 924 once; from 48 MiB on, INT6 and INT3 were
+ * slow again, from 56 MiB INT4).  INT8 and FP8 were
  * fastest without a limit (670 and 716 against 723 and 828 with 32 MiB),
  * and so was every format on the smaller grid of four and eight ranks
  * sharing a GPU (INT4, 4 ranks, 64 MiB: 446 against 493), which therefore
@@ -981,8 +982,8 @@ kernel_fn pick_kernel(qcoll_dtype_t dtype, qcoll_op_t op, qcoll_quant_t quant) {
 size_t larger_grid_round_bytes(qcoll_quant_t quant) {
   const size_t mib = (size_t)1 << 20;
   switch (quant) {
-    case QCOLL_QUANT_INT6:
-    case QCOLL_QUANT_INT4: return 40 * mib;
+    case QCOLL_QUANT_INT4: return 44 * mib;
+    case QCOLL_QUANT_INT6: return 40 * mib;
     case QCOLL_QUANT_INT3: return 32 * mib;
     default: return 0;
   }
