@@ -20,6 +20,26 @@ struct Params192 { int *p; char pad[184]; };
 __global__ void params_kernel(Params192 a) { if (a.p && threadIdx.x == 1000) *a.p = a.pad[threadIdx.x & 7]; }
 #define N 20000
 #define TIME(name, stmt) { for (int i = 0; i < 1000; i++) { stmt; } double t0 = now_ns(); for (int i = 0; i < N; i++) { stmt; } printf("%-44s %8.1f ns\n", name, (now_ns() - t0) / N); }
+/* The host time of one launch: the best of 200 batches of 64 (the stream
+ * drained between batches, so no launch waits for the GPU). */
+template <typename Launch> static double best_batch(cudaStream_t s, Launch launch) {
+  double best = 1e30;
+  for (int b = 0; b < 200; b++) {
+    double t0 = now_ns();
+    for (int i = 0; i < 64; i++) launch();
+    double t = (now_ns() - t0) / 64; if (t < best) best = t;
+    cudaStreamSynchronize(s);
+  }
+  return best;
+}
+/* 8 blocks of 512 on s, with programmatic stream serialisation when pdl;
+ * the attribute lives as long as the program (the config points at it). */
+static cudaLaunchConfig_t runtime_config(cudaStream_t s, int pdl) {
+  static cudaLaunchAttribute at;
+  at.id = cudaLaunchAttributeProgrammaticStreamSerialization; at.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {}; cfg.gridDim = dim3(8); cfg.blockDim = dim3(512); cfg.stream = s; cfg.attrs = &at; cfg.numAttrs = pdl;
+  return cfg;
+}
 int main() {
   int *d; cudaMalloc(&d, 1 << 20); cudaStream_t s; cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
   int dev; cudaPointerAttributes a; cudaStreamCaptureStatus cs; cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
@@ -51,48 +71,22 @@ int main() {
       CUlaunchAttribute at; at.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION; at.value.programmaticStreamSerializationAllowed = 1;
       CUlaunchConfig cfg = {}; cfg.gridDimX = 8; cfg.gridDimY = cfg.gridDimZ = 1; cfg.blockDimX = 512; cfg.blockDimY = cfg.blockDimZ = 1;
       cfg.hStream = (CUstream)s; cfg.attrs = &at; cfg.numAttrs = pdl;
-      double best = 1e30;
-      for (int b = 0; b < 200; b++) {
-        double t0 = now_ns();
-        for (int i = 0; i < 64; i++) lke(&cfg, (CUfunction)cf, args, 0);
-        double t = (now_ns() - t0) / 64; if (t < best) best = t;
-        cudaStreamSynchronize(s);
-      }
+      double best = best_batch(s, [&] { lke(&cfg, (CUfunction)cf, args, 0); });
       printf("cuLaunchKernelEx pdl=%d (best batch of 64)    %8.1f ns\n", pdl, best);
     }
     for (int pdl = 0; pdl < 2; pdl++) {
-      cudaLaunchAttribute at; at.id = cudaLaunchAttributeProgrammaticStreamSerialization; at.val.programmaticStreamSerializationAllowed = 1;
-      cudaLaunchConfig_t cfg = {}; cfg.gridDim = dim3(8); cfg.blockDim = dim3(512); cfg.stream = s; cfg.attrs = &at; cfg.numAttrs = pdl;
-      double best = 1e30;
-      for (int b = 0; b < 200; b++) {
-        double t0 = now_ns();
-        for (int i = 0; i < 64; i++) cudaLaunchKernelExC(&cfg, (void *)empty_kernel, args);
-        double t = (now_ns() - t0) / 64; if (t < best) best = t;
-        cudaStreamSynchronize(s);
-      }
+      cudaLaunchConfig_t cfg = runtime_config(s, pdl);
+      double best = best_batch(s, [&] { cudaLaunchKernelExC(&cfg, (void *)empty_kernel, args); });
       printf("cudaLaunchKernelExC pdl=%d (best batch of 64) %8.1f ns\n", pdl, best);
     }
     {
       Params192 big = {}; big.p = d;
       void *big_args[] = {&big};
-      cudaLaunchAttribute at; at.id = cudaLaunchAttributeProgrammaticStreamSerialization; at.val.programmaticStreamSerializationAllowed = 1;
-      cudaLaunchConfig_t cfg = {}; cfg.gridDim = dim3(8); cfg.blockDim = dim3(512); cfg.stream = s; cfg.attrs = &at; cfg.numAttrs = 1;
-      double best = 1e30;
-      for (int b = 0; b < 200; b++) {
-        double t0 = now_ns();
-        for (int i = 0; i < 64; i++) cudaLaunchKernelExC(&cfg, (void *)params_kernel, big_args);
-        double t = (now_ns() - t0) / 64; if (t < best) best = t;
-        cudaStreamSynchronize(s);
-      }
+      cudaLaunchConfig_t cfg = runtime_config(s, 1);
+      double best = best_batch(s, [&] { cudaLaunchKernelExC(&cfg, (void *)params_kernel, big_args); });
       printf("cudaLaunchKernelExC pdl=1, 192-byte params    %8.1f ns\n", best);
     }
-    double best = 1e30;
-    for (int b = 0; b < 200; b++) {
-      double t0 = now_ns();
-      for (int i = 0; i < 64; i++) empty_kernel<<<8, 512, 0, s>>>(d);
-      double t = (now_ns() - t0) / 64; if (t < best) best = t;
-      cudaStreamSynchronize(s);
-    }
+    double best = best_batch(s, [&] { empty_kernel<<<8, 512, 0, s>>>(d); });
     printf("<<<>>> launch (best batch of 64)              %8.1f ns\n", best);
   }
   return 0;

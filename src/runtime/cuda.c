@@ -68,10 +68,11 @@ static void relaxed_end(void) {
 }
 
 /* The driver's cuPointerGetAttributes, resolved at probe time: the
- * memory type and device ordinal of a pointer in one query, about half
- * the host time of cudaPointerGetAttributes on the eager path of every
- * GPU call (bench/launch-cost.cu), and it neither fails nor leaves an
- * error behind on a pointer the driver does not know. */
+ * memory type and device ordinal of a pointer in one query, in less host
+ * time than cudaPointerGetAttributes on the eager path of every GPU call
+ * (54.9 against 88.3 ns on an H200 host, bench/launch-cost.cu,
+ * docs/results/2026-12-04-h200-eager.md), and it neither fails nor leaves
+ * an error behind on a pointer the driver does not know. */
 typedef CUresult (*pointer_attrs_fn)(unsigned, CUpointer_attribute *, void **,
                                      CUdeviceptr);
 static pointer_attrs_fn pointer_attrs;

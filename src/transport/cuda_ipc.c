@@ -496,10 +496,6 @@ static int agreed_max_grid(qcoll__ctx_t *comm, const ipc_record_t *recs,
   return limit;
 }
 
-/* The push one-shot serves when every rank asked for the same slots (the
- * records are the same on every rank, so all decide alike); else the
- * one-shot stays on the flag-barrier kernel.  Its grid must be the same on
- * every rank, so the packs per block are the smallest any rank asked for. */
 /* The smallest QCOLL_QUANT_ROUND_BYTES of the ranks (0, no limit, counts
  * as the largest), so that every rank plans the same rounds. */
 static size_t agreed_round_bytes(const qcoll__ctx_t *comm,
@@ -512,6 +508,10 @@ static size_t agreed_round_bytes(const qcoll__ctx_t *comm,
   return (size_t)least;
 }
 
+/* The push one-shot serves when every rank asked for the same slots (the
+ * records are the same on every rank, so all decide alike); else the
+ * one-shot stays on the flag-barrier kernel.  Its grid must be the same on
+ * every rank, so the packs per block are the smallest any rank asked for. */
 static void setup_push(qcoll__ctx_t *comm, const ipc_record_t *recs) {
   struct qcoll__cuda_comm *cc = comm->cuda;
   size_t slot = (size_t)recs[0].push_slot_bytes;

@@ -1014,9 +1014,8 @@ static bool runs_alone(size_t count, qcoll_dtype_t dtype) {
  * it is set, else larger_grid_round_bytes on the larger grid; 0: what the
  * regions hold. */
 static size_t round_bytes(const qcoll__ipc_view_t *view, qcoll_quant_t quant,
-                          bool larger) {
+                          bool larger_grid) {
   if (view->quant_round_bytes) return view->quant_round_bytes;
-  const bool larger_grid = larger && view->max_grid_long > view->max_grid;
   return larger_grid ? larger_grid_round_bytes(quant) : 0;
 }
 
@@ -1035,12 +1034,15 @@ static size_t round_groups(const qcoll__ipc_view_t *view, qcoll_dtype_t dtype,
 static bool launch_plan(const qcoll__ipc_view_t *view, size_t count,
                         qcoll_dtype_t dtype, qcoll_quant_t quant,
                         qcoll__qlayout_plan_t *plan) {
-  const bool larger = runs_alone(count, dtype);
+  /* A long launch's limit exceeds the ordinary one only where the ranks
+   * agreed a larger grid (at most two ranks on a GPU). */
+  const int limit = grid_limit(view, runs_alone(count, dtype));
+  const bool larger_grid = limit > grid_limit(view);
   return qcoll__qlayout_plan(
              count, view->region_bytes, view->nranks,
              qcoll__codec_group_bytes(quant),
-             round_groups(view, dtype, round_bytes(view, quant, larger)),
-             grid_limit(view, larger), plan) != 0;
+             round_groups(view, dtype, round_bytes(view, quant, larger_grid)),
+             limit, plan) != 0;
 }
 
 extern "C" int qcoll__cuda_all_reduce_quant_grid(const qcoll__ipc_view_t *view,
