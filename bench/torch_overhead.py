@@ -3,7 +3,10 @@ backend, and a DDP step with each backend.
 
 Every rank runs each path `--calls` times on one tensor (zeros, so repeated
 in-place sums stay exact), the timer stopping after a synchronize; the
-largest per-call time over the ranks is printed.  Paths:
+largest per-call time over the ranks is printed.  Where the GPU work of a
+call takes longer than its host work (8 ranks sharing one GPU), that time
+is the GPU's, so a second line gives the host's alone: bursts of 200 calls
+timed without a synchronize.  Paths:
 
   quick            QuickAllReduce.quick_all_reduce (the compiled op when the
                    extension is built, else the Python op), CUDA only
@@ -19,6 +22,9 @@ fine: rank r uses cuda:(local rank % device count)):
 
     qcoll-run -n 2 -x MASTER_PORT=29531 python3 bench/torch_overhead.py
     torchrun --nproc-per-node 8 bench/torch_overhead.py --ddp
+    # PyTorch's NCCL beside it where ranks share a GPU: a newer NCCL that
+    # accepts them, loaded in place of torch's
+    LD_PRELOAD=/path/to/libnccl.so.2 NCCL_MULTI_RANK_GPU_ENABLE=1 qcoll-run -n 2 ...
     qcoll-run -n 2 -x MASTER_PORT=29531 python3 bench/torch_overhead.py --device cpu
 """
 
@@ -65,6 +71,24 @@ def host_us(fn, calls, device, gloo):
         fn()
     sync(device)
     us = torch.tensor([(time.perf_counter() - start) / calls * 1e6], dtype=torch.float64)
+    dist.all_reduce(us, op=dist.ReduceOp.MAX, group=gloo)
+    return us.item()
+
+
+def enqueue_us(fn, device, gloo, burst=200, rounds=5):
+    """Host time per call alone: bursts of `burst` calls timed without a
+    synchronize (far fewer than the launch queue holds, so no call waits for
+    the GPU), the median of `rounds` bursts; the largest over the ranks."""
+    times = []
+    for _ in range(rounds):
+        sync(device)
+        dist.barrier(group=gloo)
+        start = time.perf_counter()
+        for _ in range(burst):
+            fn()
+        times.append((time.perf_counter() - start) / burst * 1e6)
+    sync(device)
+    us = torch.tensor([sorted(times)[len(times) // 2]], dtype=torch.float64)
     dist.all_reduce(us, op=dist.ReduceOp.MAX, group=gloo)
     return us.item()
 
@@ -147,7 +171,8 @@ def main():
     gloo = dist.group.WORLD
     status = qtorch.extension_status()
     if RANK == 0:
-        print(f"bench: torch {torch.__version__}, {WORLD} ranks on {args.device}, "
+        nccl = ".".join(map(str, torch.cuda.nccl.version())) if args.device == "cuda" else "-"
+        print(f"bench: torch {torch.__version__} (NCCL {nccl}), {WORLD} ranks on {args.device}, "
               f"extension {'loaded' if status.loaded else 'not loaded: ' + status.reason}",
               flush=True)
     groups = {}
@@ -167,21 +192,24 @@ def main():
     for nbytes in args.bytes:
         x = torch.zeros(nbytes // torch.tensor([], dtype=dtype).element_size(), dtype=dtype,
                         device=device)
-        results = {}
+        calls = {}
         if qr is not None:
             out = torch.empty_like(x)
-            results["quick"] = host_us(lambda: qr.quick_all_reduce(x, out), args.calls, device,
-                                       gloo)
-            results["quick-python"] = host_us(
-                lambda: _ops.python_quick_all_reduce(x, out, qr._handle, qr._quant),
-                args.calls, device, gloo)
+            calls["quick"] = lambda: qr.quick_all_reduce(x, out)
+            calls["quick-python"] = lambda: _ops.python_quick_all_reduce(x, out, qr._handle,
+                                                                         qr._quant)
         for name, group in groups.items():
-            results[name] = host_us(lambda: dist.all_reduce(x, group=group), args.calls,
-                                    device, gloo)
+            calls[name] = lambda group=group: dist.all_reduce(x, group=group)
+        results = {k: host_us(fn, args.calls, device, gloo) for k, fn in calls.items()}
         if RANK == 0:
             print(f"bench: {WORLD} ranks, {args.device}, {args.dtype}, {nbytes} B, host us/call "
                   f"over {args.calls} calls: "
                   + ", ".join(f"{k} {v:.1f}" for k, v in results.items()), flush=True)
+        enqueued = {k: enqueue_us(fn, device, gloo) for k, fn in calls.items()}
+        if RANK == 0:
+            print(f"bench: {WORLD} ranks, {args.device}, {args.dtype}, {nbytes} B, host us/call "
+                  f"without a synchronize (median of 5 bursts of 200): "
+                  + ", ".join(f"{k} {v:.1f}" for k, v in enqueued.items()), flush=True)
     if args.ddp:
         results = {name: ddp_step_us(g, device, gloo, args.ddp_steps)
                    for name, g in groups.items()}

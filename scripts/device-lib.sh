@@ -18,7 +18,7 @@
 #                     summary; skipped when fewer than 40 s of $LIMIT remain
 #   dl_ctest BUILD REGEX LIMIT
 #                     ctest of the tests matching REGEX
-#   dl_nccl           unpack build-nccl-xz/libnccl.so.2.xz to /tmp/nccl for
+#   dl_nccl           unpack build-deps/nccl/libnccl.so.2.xz to /tmp/nccl for
 #                     --vs-nccl (NCCL_MULTI_RANK_GPU_ENABLE=1 QCOLL_NCCL_LIB=...)
 # $LIMIT (seconds, default 560) is the call's budget.
 set -uo pipefail
@@ -70,7 +70,7 @@ dl_build() {
 
 dl_mps() { nvidia-cuda-mps-control -d 2>/dev/null; sleep 1; }
 
-dl_nccl() { mkdir -p /tmp/nccl && xz -dc "$dl_root/build-nccl-xz/libnccl.so.2.xz" >/tmp/nccl/libnccl.so.2; }
+dl_nccl() { mkdir -p /tmp/nccl && xz -dc "$dl_deps/nccl/libnccl.so.2.xz" >/tmp/nccl/libnccl.so.2; }
 
 dl_perf() {
   local name=$1 tree=$2 n=$3

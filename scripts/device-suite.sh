@@ -110,7 +110,7 @@ if [[ " $STEPS " == *" perf "* ]]; then
       for n in 2 4; do perf "$c-n$n" "$n" 60 --mem gpu -b 8 -e 64M -f 8 -n 10 -w 3 -c 1 -d bf16 "$c"; done
     done
     for q in none fp8 int8 int6 int4; do
-      perf "quant-$q-n2" 2 60 --mem gpu -b 64K -e 256M -f 4 -n 10 -w 3 -c 1 -d bf16 --algo twoshot -q "$q" all_reduce
+      QCOLL_QUANT_SHARED_GPU_FLOORS=0 perf "quant-$q-n2" 2 60 --mem gpu -b 64K -e 256M -f 4 -n 10 -w 3 -c 1 -d bf16 --algo twoshot -q "$q" all_reduce
     done
     step "codec bandwidth"
     timeout 60 "$BUILD_DIR/tests/codec/codec_bandwidth" --mib 256 --iters 20 --require 0.8 \

@@ -10,7 +10,10 @@
 #          quantised, the ops inside torch.compile), plus the failed-build
 #          fallback
 #   bench  bench/torch_overhead.py at 2 and 8 ranks (bf16, 4 KiB and 1 MiB,
-#          eager, host time per call; DDP step of a small MLP)
+#          eager, host time per call; DDP step of a small MLP); with
+#          TORCH_NCCL_LIB=/path/libnccl.so.2 that NCCL is loaded in place of
+#          torch's, with NCCL_MULTI_RANK_GPU_ENABLE=1 (an NCCL that accepts
+#          ranks sharing a GPU, for PyTorch's NCCL backend beside qcoll)
 # Usage, from the repository root:
 #   OUT=$OUT scripts/torch-gpu.sh                 # TORCH_STEPS="build test bench"
 #   OUT=$OUT TORCH_STEPS=bench scripts/torch-gpu.sh   # a later call, machine still warm
@@ -83,8 +86,10 @@ if [[ " $STEPS " == *" bench "* ]]; then
   port=29631
   for n in ${BENCH_RANKS:-2 8}; do
     say "bench/torch_overhead.py, $n ranks on GPU 0"
-    timeout 240 "$QCOLL_RUN" -n "$n" --tag-output -x MASTER_PORT=$port python3 "$root/bench/torch_overhead.py" \
-      --ddp >"$OUT/torch-bench-$n.log" 2>&1 || status=1
+    nccl_env=()
+    [ -n "${TORCH_NCCL_LIB:-}" ] && nccl_env=(env LD_PRELOAD="$TORCH_NCCL_LIB" NCCL_MULTI_RANK_GPU_ENABLE=1)
+    timeout "${BENCH_LIMIT:-240}" "${nccl_env[@]}" "$QCOLL_RUN" -n "$n" --tag-output -x MASTER_PORT=$port \
+      python3 "$root/bench/torch_overhead.py" --ddp >"$OUT/torch-bench-$n.log" 2>&1 || status=1
     grep "^\[0\] bench:" "$OUT/torch-bench-$n.log" | tee -a "$summary"
     port=$((port + 10))
   done

@@ -37,6 +37,7 @@ typedef struct qcoll__config {
   long long spin_us;                   /* QCOLL_SPIN_US */
   bool check;                          /* QCOLL_CHECK */
   size_t quant_min_bytes;              /* QCOLL_QUANT_MIN_BYTES */
+  bool quant_shared_gpu_floors;        /* QCOLL_QUANT_SHARED_GPU_FLOORS */
   size_t quant_round_bytes;            /* QCOLL_QUANT_ROUND_BYTES, 0: none */
   size_t ipc_bytes;                    /* QCOLL_IPC_BYTES */
   long long max_blocks;                /* QCOLL_MAX_BLOCKS */

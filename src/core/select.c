@@ -5,6 +5,7 @@
  */
 #include "select.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -21,18 +22,43 @@ static bool is_all_reduce_on_ipc(const qcoll__select_in_t *in) {
   return in->gpu && in->coll == QCOLL__COLL_ALL_REDUCE && in->ipc &&
          qcoll__ipc_kernel_supports(in->dtype, in->op);
 }
+/* Where ranks share a GPU no byte crosses a link: quantising saves only
+ * memory traffic on the one GPU and adds the codec's work, so a format pays
+ * only from a size of its own, if at all.  The smallest size from which a
+ * format was measured faster than the exact two-shot on the same
+ * unregistered buffers at every size up to 256 MiB (one H200 under MPS,
+ * docs/results/2026-12-04-h200-quant-floors.md): with two ranks INT4 from
+ * 32 MiB and INT8 from 256 MiB; FP8, INT6 and INT3 never; with four and
+ * eight ranks (halved grids) no format at any size.  SIZE_MAX: never. */
+static size_t shared_gpu_floor(qcoll_quant_t quant, int ranks_per_gpu) {
+  if (ranks_per_gpu > 2) return SIZE_MAX;
+  switch (quant) {
+    case QCOLL_QUANT_INT4: return (size_t)32 << 20;
+    case QCOLL_QUANT_INT8: return (size_t)256 << 20;
+    default: return SIZE_MAX;
+  }
+}
+
+size_t qcoll__select_quant_floor(const qcoll__select_in_t *in) {
+  size_t floor = in->config->quant_min_bytes;
+  if (!in->config->quant_shared_gpu_floors || in->ranks_per_gpu <= 1)
+    return floor;
+  size_t measured = shared_gpu_floor(in->quant, in->ranks_per_gpu);
+  return measured > floor ? measured : floor;
+}
+
 /* Quantised transfer serves sums only: min/max of rounded values would
  * change which element wins. */
-static bool quantised(const qcoll__select_in_t *in) {
+bool qcoll__select_quantises(const qcoll__select_in_t *in) {
   return in->quant != QCOLL_QUANT_NONE && in->op == QCOLL_SUM &&
-         in->bytes >= in->config->quant_min_bytes;
+         in->bytes >= qcoll__select_quant_floor(in);
 }
 
 static bool host_buffers(const qcoll__select_in_t *in) {
   return !in->gpu;
 }
 static bool quantised_all_reduce(const qcoll__select_in_t *in) {
-  return is_all_reduce_on_ipc(in) && quantised(in);
+  return is_all_reduce_on_ipc(in) && qcoll__select_quantises(in);
 }
 static bool small_all_reduce(const qcoll__select_in_t *in) {
   return is_all_reduce_on_ipc(in) &&
@@ -88,7 +114,8 @@ static bool any_gpu(const qcoll__select_in_t *in) {
 
 static const row_t rows[] = {
     {"host buffers", host_buffers, QCOLL__PATH_HOST},
-    {"GPU all_reduce sum on IPC, quantised, bytes >= QCOLL_QUANT_MIN_BYTES",
+    {"GPU all_reduce sum on IPC, quantised, bytes >= QCOLL_QUANT_MIN_BYTES "
+     "and, where ranks share a GPU, >= the format's floor",
      quantised_all_reduce, QCOLL__PATH_TWOSHOT},
     {"GPU all_reduce on IPC, bytes <= QCOLL_ONESHOT_MAX_BYTES (0: 4 MiB at 2 "
      "ranks, else 4 MiB / nranks)",
@@ -135,6 +162,32 @@ static int append(char *buf, size_t len, size_t *used, const char *fmt, ...) {
   return n;
 }
 
+/* One line: each format's floor where two ranks share a GPU, and where
+ * more do. */
+static void append_shared_gpu_floors(char *buf, size_t len, size_t *used,
+                                     const qcoll__config_t *config) {
+  static const qcoll_quant_t formats[] = {QCOLL_QUANT_FP8, QCOLL_QUANT_INT8,
+                                          QCOLL_QUANT_INT6, QCOLL_QUANT_INT4,
+                                          QCOLL_QUANT_INT3};
+  append(buf, len, used,
+         "quantised where ranks share a GPU "
+         "(QCOLL_QUANT_SHARED_GPU_FLOORS=%d), from:",
+         config->quant_shared_gpu_floors);
+  for (int shared = 2; shared <= 3; shared++) {
+    append(buf, len, used, shared == 2 ? " 2 per GPU:" : "; 3 or more:");
+    for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
+      qcoll__select_in_t in = {
+          .quant = formats[i], .ranks_per_gpu = shared, .config = config};
+      size_t floor = qcoll__select_quant_floor(&in);
+      if (floor == SIZE_MAX)
+        append(buf, len, used, " %s never", qcoll_quant_name(formats[i]));
+      else
+        append(buf, len, used, " %s %zu", qcoll_quant_name(formats[i]), floor);
+    }
+  }
+  append(buf, len, used, " (bytes)\n");
+}
+
 qcoll_status_t qcoll_selection_table_format(char *buf, size_t len,
                                             size_t *needed) {
   qcoll__config_t config;
@@ -164,6 +217,7 @@ qcoll_status_t qcoll_selection_table_format(char *buf, size_t len,
          config.quant_min_bytes, config.shared_gpu_ipc_max_bytes,
          config.shared_gpu_nccl_max_ranks, config.ipc_push_bytes,
          config.ipc_push_max_ranks, qcoll__env_str("QCOLL_ALGO"));
+  append_shared_gpu_floors(buf, len, &used, &config);
   return qcoll__format_result("qcoll_selection_table_format", buf, len, used,
                               needed);
 }

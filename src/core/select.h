@@ -40,6 +40,15 @@ typedef struct qcoll__select_in {
 /* The path the table picks (no forcing).  *row gets the index of the row
  * that decided, for logs. */
 qcoll__path_t qcoll__select(const qcoll__select_in_t *in, int *row);
+/* The smallest message that a quantised all-reduce of in->quant is
+ * quantised at: QCOLL_QUANT_MIN_BYTES, raised where ranks share a GPU to
+ * the size from which the format was measured to pay
+ * (QCOLL_QUANT_SHARED_GPU_FLOORS); SIZE_MAX: never. */
+size_t qcoll__select_quant_floor(const qcoll__select_in_t *in);
+/* Whether the call is quantised: a sum, a format asked for, at or above
+ * the floor.  The table's quantised row and the call's transfer (core's
+ * final_call) both ask this, so the two never disagree. */
+bool qcoll__select_quantises(const qcoll__select_in_t *in);
 /* Whether NCCL is known to stall for this call (more ranks on one GPU than
  * QCOLL_SHARED_GPU_NCCL_MAX_RANKS, a collective): the table keeps such
  * calls off NCCL, and forcing NCCL there draws a warning. */

@@ -469,8 +469,10 @@ static void test_graph(void) {
 
 int main(void) {
   gt_skip_without_gpu("gpu_quant");
-  /* Quantise every size, so one group and tails are exercised. */
+  /* Quantise every size, so one group and tails are exercised, also where
+   * the ranks share a GPU (whose floors would run most of them exact). */
   setenv("QCOLL_QUANT_MIN_BYTES", "0", 1);
+  setenv("QCOLL_QUANT_SHARED_GPU_FLOORS", "0", 1);
   comm = gt_init();
   GT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   ipc_bytes = gt_env_bytes("QCOLL_IPC_BYTES", (size_t)64 << 20);
@@ -483,8 +485,10 @@ int main(void) {
     gt_fail("out of host memory (%zu bytes)", capacity);
     return 1;
   }
-  gt_note("device %d, QCOLL_IPC_BYTES %zu, QCOLL_QUANT_MIN_BYTES 0",
-          gt_device(), ipc_bytes);
+  gt_note(
+      "device %d, QCOLL_IPC_BYTES %zu, QCOLL_QUANT_MIN_BYTES 0, "
+      "QCOLL_QUANT_SHARED_GPU_FLOORS 0",
+      gt_device(), ipc_bytes);
 
   /* Forced two-shot first: if the IPC path cannot serve, this stops here
    * with the reason instead of every later case failing. */

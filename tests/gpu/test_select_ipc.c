@@ -225,6 +225,93 @@ static void staged_only_without_ipc(void **state) {
   }
 }
 
+/* Whether a sum all-reduce of `bytes` in `quant` is quantised with
+ * `ranks_per_gpu`, under the environment as it is now.  The table's row
+ * and the call's transfer ask the same function; the row's path is the
+ * two-shot exactly when it answers yes, whatever NCCL can do. */
+static bool quantises(qcoll_quant_t quant, size_t bytes, int ranks_per_gpu) {
+  qcoll__config_t config;
+  qcoll__config_read(&config);
+  qcoll__select_in_t in = gpu_call(QCOLL__COLL_ALL_REDUCE, QCOLL_BF16,
+                                   QCOLL_SUM, bytes, true, false);
+  in.quant = quant;
+  in.ranks_per_gpu = ranks_per_gpu;
+  in.config = &config;
+  bool yes = qcoll__select_quantises(&in);
+  in.nccl = true;
+  int row = -1;
+  qcoll__path_t path = qcoll__select(&in, &row);
+  if (yes) assert_int_equal(path, QCOLL__PATH_TWOSHOT);
+  if (yes) assert_int_equal(row, 1); /* the quantised row */
+  if (!yes) assert_int_not_equal(row, 1);
+  return yes;
+}
+
+static const size_t MiB = (size_t)1 << 20;
+
+/* One rank per GPU: every format from QCOLL_QUANT_MIN_BYTES (1M). */
+static void quantised_from_the_min_bytes_on_separate_gpus(void **state) {
+  (void)state;
+  for (int q = QCOLL_QUANT_FP8; q <= QCOLL_QUANT_INT3; q++) {
+    assert_false(quantises((qcoll_quant_t)q, MiB - 2, 1));
+    assert_true(quantises((qcoll_quant_t)q, MiB, 1));
+    assert_true(quantises((qcoll_quant_t)q, 1024 * MiB, 1));
+  }
+  assert_false(quantises(QCOLL_QUANT_NONE, 1024 * MiB, 1));
+}
+
+/* Two ranks sharing a GPU: INT4 from 32 MiB, INT8 from 256 MiB, the
+ * others never; four or eight: none ever (the measured floors).
+ * QCOLL_QUANT_MIN_BYTES still raises them, and
+ * QCOLL_QUANT_SHARED_GPU_FLOORS=0 puts every format back on it. */
+static void quantised_only_where_measured_to_pay_on_a_shared_gpu(void **state) {
+  (void)state;
+  assert_false(quantises(QCOLL_QUANT_INT4, 32 * MiB - 2, 2));
+  assert_true(quantises(QCOLL_QUANT_INT4, 32 * MiB, 2));
+  assert_false(quantises(QCOLL_QUANT_INT8, 256 * MiB - 2, 2));
+  assert_true(quantises(QCOLL_QUANT_INT8, 256 * MiB, 2));
+  for (int shared = 2; shared <= 8; shared++)
+    for (int q = QCOLL_QUANT_FP8; q <= QCOLL_QUANT_INT3; q++) {
+      bool measured_to_pay =
+          shared == 2 && (q == QCOLL_QUANT_INT4 || q == QCOLL_QUANT_INT8);
+      assert_int_equal(quantises((qcoll_quant_t)q, 4096 * MiB, shared),
+                       measured_to_pay);
+    }
+  setenv("QCOLL_QUANT_MIN_BYTES", "128M", 1);
+  assert_false(quantises(QCOLL_QUANT_INT4, 64 * MiB, 2));
+  assert_true(quantises(QCOLL_QUANT_INT4, 128 * MiB, 2));
+  setenv("QCOLL_QUANT_MIN_BYTES", "0", 1);
+  setenv("QCOLL_QUANT_SHARED_GPU_FLOORS", "0", 1);
+  for (int q = QCOLL_QUANT_FP8; q <= QCOLL_QUANT_INT3; q++)
+    assert_true(quantises((qcoll_quant_t)q, 16, 4));
+  unsetenv("QCOLL_QUANT_SHARED_GPU_FLOORS");
+  unsetenv("QCOLL_QUANT_MIN_BYTES");
+
+  char buf[4096];
+  assert_int_equal(qcoll_selection_table_format(buf, sizeof buf, NULL),
+                   QCOLL_OK);
+  assert_non_null(strstr(buf,
+                         "from: 2 per GPU: fp8 never int8 268435456 "
+                         "int6 never int4 33554432 int3 never; 3 or "
+                         "more: fp8 never int8 never int6 never int4 "
+                         "never int3 never (bytes)"));
+}
+
+/* Min and max are never quantised (rounded values could change the
+ * winner), wherever the ranks are. */
+static void min_and_max_are_never_quantised(void **state) {
+  (void)state;
+  qcoll__config_t config;
+  qcoll__config_read(&config);
+  for (int op = QCOLL_MIN; op <= QCOLL_MAX; op++) {
+    qcoll__select_in_t in = gpu_call(QCOLL__COLL_ALL_REDUCE, QCOLL_BF16,
+                                     (qcoll_op_t)op, 1024 * MiB, true, false);
+    in.quant = QCOLL_QUANT_INT4;
+    in.config = &config;
+    assert_false(qcoll__select_quantises(&in));
+  }
+}
+
 static void ipc_path_has_a_name(void **state) {
   (void)state;
   assert_string_equal(qcoll__path_name(QCOLL__PATH_IPC), "ipc");
@@ -243,6 +330,9 @@ int main(void) {
       cmocka_unit_test(shared_gpu_keeps_small_collectives_on_ipc),
       cmocka_unit_test(crowded_gpu_keeps_nccl_off_but_send_recv),
       cmocka_unit_test(staged_only_without_ipc),
+      cmocka_unit_test(quantised_from_the_min_bytes_on_separate_gpus),
+      cmocka_unit_test(quantised_only_where_measured_to_pay_on_a_shared_gpu),
+      cmocka_unit_test(min_and_max_are_never_quantised),
       cmocka_unit_test(ipc_path_has_a_name),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

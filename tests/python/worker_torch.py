@@ -572,6 +572,8 @@ QUANT_STEP = {"INT8": 0.5 / 127, "INT6": 0.5 / 31, "INT4": 0.5 / 7,
 def case_quick_quant(device):
     if device.type != "cuda":
         skip("QuickAllReduce needs CUDA")
+    # Ranks sharing a GPU would run these sizes exact (the shared-GPU floors).
+    os.environ["QCOLL_QUANT_SHARED_GPU_FLOORS"] = "0"
     init("gloo")
     n = 2 * 1024 * 1024  # 4 MB of 16-bit values: above the quantisation threshold
     ran = []
@@ -595,6 +597,8 @@ def case_quick_quant(device):
             err = (out.float().cpu() - exact).abs().max().item()
             if not err <= bound:
                 raise AssertionError(f"{name} {dtype}: max error {err} > bound {bound}")
+            if err == 0:
+                raise AssertionError(f"{name} {dtype}: exact results: nothing was quantised")
             ran.append(f"{name}/{dtype}: max error {err:.4g} <= {bound:.4g}")
         qr.close()
     dist.destroy_process_group()

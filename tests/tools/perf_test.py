@@ -397,21 +397,39 @@ def case_gpu_per_call(run_, perf):
                   "%s header does not name algorithm %s" % (coll, algo))
 
 
+def quant_sweep(run_, perf, quant, env=None):
+    """A 2-rank quantised sweep at 256 KiB-4 MiB: (max error, allowed, stdout)."""
+    args = [run_, "-n", "2", perf, "--mem", "gpu", "-b", str(256 << 10), "-e", str(4 << 20),
+            "-f", "4", "-c", "1", "--algo", "twoshot", "-q", quant, "-d", "bf16", "all_reduce"]
+    p = run(args, timeout=280, env=env)
+    check(p.returncode == 0, "-q %s sweep failed" % quant)
+    m = re.search(r"^# Max abs error +: ([0-9.e+-]+) \(quantised transfer (\w+); "
+                  r"allowed ([0-9.e+-]+)\)$", p.stdout, re.M)
+    check(m, "no max-error footer for -q %s" % quant)
+    check(m.group(2) == quant, "footer names quantisation %s, expected %s" % (m.group(2), quant))
+    return float(m.group(1)), float(m.group(3)), p.stdout
+
+
 def case_gpu_quant(run_, perf):
-    # Sizes on both sides of QCOLL_QUANT_MIN_BYTES (1M): results within the
-    # stated tolerance, and above it the transfer must really round.
+    # Sizes on both sides of QCOLL_QUANT_MIN_BYTES (1M), the shared-GPU floors
+    # off: results within the stated tolerance, and above it the transfer
+    # must really round.
     for quant in ["int8", "int4", "fp8"]:
-        p, _ = gpu_sweep(run_, perf, 2, ["--algo", "twoshot", "-q", quant, "-d", "bf16"],
-                         minb=256 << 10, maxb=4 << 20)
-        m = re.search(r"^# Max abs error +: ([0-9.e+-]+) \(quantised transfer (\w+); "
-                      r"allowed ([0-9.e+-]+)\)$", p.stdout, re.M)
-        check(m, "no max-error footer for -q %s" % quant)
-        err, name, allowed = float(m.group(1)), m.group(2), float(m.group(3))
-        check(name == quant, "footer names quantisation %s, expected %s" % (name, quant))
+        err, allowed, _ = quant_sweep(run_, perf, quant, {"QCOLL_QUANT_SHARED_GPU_FLOORS": "0"})
         check(err <= allowed, "max error %g above the allowed %g" % (err, allowed))
         check(err > 0, "-q %s gave exact results at 1 MiB and 4 MiB: nothing was quantised"
               % quant)
         print("-q %s: max abs error %g, allowed %g" % (quant, err, allowed))
+    # With the floors (the default), two ranks on one GPU run INT4 exact
+    # below 32 MiB, and the header says from where each format is quantised.
+    err, _, out = quant_sweep(run_, perf, "int4")
+    m = re.search(r"^#  quantised where ranks share a GPU \(QCOLL_QUANT_SHARED_GPU_FLOORS=1\), "
+                  r"from: 2 per GPU: .*int4 (\d+) ", out, re.M)
+    check(m and int(m.group(1)) == 32 << 20, "no shared-GPU floors line naming int4's 32 MiB")
+    shared = re.findall(r"^#  Rank +\d+ +Pid.* device (\d+) ", out, re.M)
+    if len(shared) == 2 and shared[0] == shared[1]:
+        check(err == 0, "-q int4 below its shared-GPU floor was not exact (max error %g)" % err)
+        print("-q int4 below the shared-GPU floor: exact")
 
 
 def case_gpu_collectives(run_, perf):

@@ -300,6 +300,22 @@ static int parse_agg_iters(const char *s) {
   return (int)perf_parse_int("-m", s, 1, 1000000, input_error);
 }
 
+/* -q asks for a format; where ranks share a GPU the library quantises it
+ * only from the size where it pays (the selection table's floors line),
+ * so the header says from where. */
+static void print_quant_floors(void) {
+  char table[8192];
+  if (qcoll_selection_table_format(table, sizeof table, NULL) != QCOLL_OK)
+    return;
+  const char *line = strstr(table, "quantised where ranks share a GPU");
+  if (!line) return;
+  int len = (int)strcspn(line, "\n");
+  printf(
+      "#  %.*s (smaller messages run exact; QCOLL_QUANT_SHARED_GPU_FLOORS=0 "
+      "quantises every size from QCOLL_QUANT_MIN_BYTES)\n",
+      len, line);
+}
+
 static void print_version(void) {
   int v = 0;
   qcoll_get_version(&v);
@@ -930,6 +946,9 @@ static void print_header(bench_t *b) {
                                    : "CUDA events on the stream",
            average_name[o->average], o->agg_iters, o->rounds,
            o->rounds > 1 ? " (median)" : "");
+    if (o->coll->id == PERF_ALL_REDUCE &&
+        b->quant_effective != QCOLL_QUANT_NONE)
+      print_quant_floors();
     if (b->nccl)
       printf(
           "#  NCCL %s on the same buffers, out of place; "
