@@ -18,6 +18,21 @@
 
 #include "cuda_runtime_api.h"
 
+/* fminf/fmaxf with the sign of a zero result fixed (-0 is the smaller):
+ * libm leaves it to the implementation, and the compiler may swap the
+ * operands of what it knows to be commutative, so an -O3 build gave
+ * different ranks different zeros where the GPU gives one answer. */
+static inline float emu_fminf(float a, float b) {
+  if (a == 0.0f && b == 0.0f) return signbit(a) ? a : b;
+  return fminf(a, b);
+}
+static inline float emu_fmaxf(float a, float b) {
+  if (a == 0.0f && b == 0.0f) return signbit(a) ? b : a;
+  return fmaxf(a, b);
+}
+#define fminf emu_fminf
+#define fmaxf emu_fmaxf
+
 #define __global__
 #define __device__
 #define __host__
