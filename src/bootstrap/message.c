@@ -169,7 +169,7 @@ static qcoll__msg_result_t check_frame_hdr(const uint8_t *buf, size_t len,
 static qcoll__msg_result_t expect_frame(const uint8_t *buf, size_t len,
                                         unsigned want_type, size_t want_len,
                                         char *why) {
-  unsigned type;
+  unsigned type = 0; /* set by check_frame_hdr when it returns OK */
   qcoll__msg_result_t r = check_frame_hdr(buf, len, &type, why);
   if (r != QCOLL__MSG_OK) return r;
   if (type != want_type)
@@ -329,7 +329,7 @@ qcoll__msg_result_t qcoll__msg_decode_reply(const uint8_t *buf, size_t len,
                                             int expect_rank, int expect_nranks,
                                             qcoll__boot_reply_t *out,
                                             char *why) {
-  unsigned type;
+  unsigned type = 0; /* set by check_frame_hdr when it returns OK */
   qcoll__msg_result_t r = check_frame_hdr(buf, len, &type, why);
   if (r != QCOLL__MSG_OK) return r;
   memset(out, 0, sizeof *out);

@@ -197,7 +197,7 @@ static void sim_run(sim_t *s) {
     for (size_t j = 0; j < n_in; j++) v[r * n_in + j] = load(dt, in[r], j);
   for (int me = 0; me < NRANKS; me++) {
     for (size_t k = 0; k < c0->shape.recv_elems; k++) {
-      double col[NRANKS], res;
+      double col[NRANKS] = {0}, res; /* col: the reductions only */
       size_t j = c0->coll->id == PERF_REDUCE_SCATTER ? (size_t)me * cnt + k : k;
       if (c0->coll->has_op)
         for (int r = 0; r < NRANKS; r++) col[r] = v[r * n_in + j];
