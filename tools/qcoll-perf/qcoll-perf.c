@@ -946,7 +946,7 @@ static void print_header(bench_t *b) {
                                    : "CUDA events on the stream",
            average_name[o->average], o->agg_iters, o->rounds,
            o->rounds > 1 ? " (median)" : "");
-    if (o->coll->id == PERF_ALL_REDUCE &&
+    if (o->coll->id == PERF_ALL_REDUCE && o->mem == PERF_MEM_GPU &&
         b->quant_effective != QCOLL_QUANT_NONE)
       print_quant_floors();
     if (b->nccl)
