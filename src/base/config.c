@@ -96,10 +96,10 @@ static const env_entry_t env_table[] = {
      "messages smaller than this are never quantised", ENV_BYTES,
      FIELD(quant_min_bytes), 0, 0},
     {"QCOLL_QUANT_SHARED_GPU_FLOORS", "1",
-     "where ranks share a GPU, a format is quantised only from the size at "
-     "which it was measured faster than the exact two-shot (qcoll-info's "
-     "selection table lists them; smaller messages run exact); 0: every "
-     "format from QCOLL_QUANT_MIN_BYTES",
+     "where all ranks share one GPU, a format is quantised only from the "
+     "size at which it was measured faster than the exact two-shot "
+     "(qcoll-info's selection table lists them; smaller messages run exact); "
+     "0: every format from QCOLL_QUANT_MIN_BYTES",
      ENV_BOOL, FIELD(quant_shared_gpu_floors), 0, 0},
     {"QCOLL_QUANT_ROUND_BYTES", "0",
      "quantised all-reduce: the most message bytes reduced per round of a "

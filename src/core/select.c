@@ -22,7 +22,7 @@ static bool is_all_reduce_on_ipc(const qcoll__select_in_t *in) {
   return in->gpu && in->coll == QCOLL__COLL_ALL_REDUCE && in->ipc &&
          qcoll__ipc_kernel_supports(in->dtype, in->op);
 }
-/* Where ranks share a GPU no byte crosses a link: quantising saves only
+/* Where all ranks share a GPU no byte crosses a link: quantising saves only
  * memory traffic on the one GPU and adds the codec's work, so a format pays
  * only from a size of its own, if at all.  The smallest size from which a
  * format was measured faster than the exact two-shot on the same
@@ -39,9 +39,15 @@ static size_t shared_gpu_floor(qcoll_quant_t quant, int ranks_per_gpu) {
   }
 }
 
+/* Only where every rank is on one GPU: with ranks on several GPUs bytes do
+ * cross links, and no floor was measured there. */
+static bool all_ranks_on_one_gpu(const qcoll__select_in_t *in) {
+  return in->ranks_per_gpu > 1 && in->ranks_per_gpu >= in->nranks;
+}
+
 size_t qcoll__select_quant_floor(const qcoll__select_in_t *in) {
   size_t floor = in->config->quant_min_bytes;
-  if (!in->config->quant_shared_gpu_floors || in->ranks_per_gpu <= 1)
+  if (!in->config->quant_shared_gpu_floors || !all_ranks_on_one_gpu(in))
     return floor;
   size_t measured = shared_gpu_floor(in->quant, in->ranks_per_gpu);
   return measured > floor ? measured : floor;
@@ -115,7 +121,7 @@ static bool any_gpu(const qcoll__select_in_t *in) {
 static const row_t rows[] = {
     {"host buffers", host_buffers, QCOLL__PATH_HOST},
     {"GPU all_reduce sum on IPC, quantised, bytes >= QCOLL_QUANT_MIN_BYTES "
-     "and, where ranks share a GPU, >= the format's floor",
+     "and, where all ranks share a GPU, >= the format's floor",
      quantised_all_reduce, QCOLL__PATH_TWOSHOT},
     {"GPU all_reduce on IPC, bytes <= QCOLL_ONESHOT_MAX_BYTES (0: 4 MiB at 2 "
      "ranks, else 4 MiB / nranks)",
@@ -163,21 +169,23 @@ static int append(char *buf, size_t len, size_t *used, const char *fmt, ...) {
 }
 
 /* One line: each format's floor where two ranks share a GPU, and where
- * more do. */
+ * three or more do (every rank of the communicator on it). */
 static void append_shared_gpu_floors(char *buf, size_t len, size_t *used,
                                      const qcoll__config_t *config) {
   static const qcoll_quant_t formats[] = {QCOLL_QUANT_FP8, QCOLL_QUANT_INT8,
                                           QCOLL_QUANT_INT6, QCOLL_QUANT_INT4,
                                           QCOLL_QUANT_INT3};
   append(buf, len, used,
-         "quantised where ranks share a GPU "
+         "quantised where all ranks share a GPU "
          "(QCOLL_QUANT_SHARED_GPU_FLOORS=%d), from:",
          config->quant_shared_gpu_floors);
   for (int shared = 2; shared <= 3; shared++) {
     append(buf, len, used, shared == 2 ? " 2 per GPU:" : "; 3 or more:");
     for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
-      qcoll__select_in_t in = {
-          .quant = formats[i], .ranks_per_gpu = shared, .config = config};
+      qcoll__select_in_t in = {.quant = formats[i],
+                               .nranks = shared,
+                               .ranks_per_gpu = shared,
+                               .config = config};
       size_t floor = qcoll__select_quant_floor(&in);
       if (floor == SIZE_MAX)
         append(buf, len, used, " %s never", qcoll_quant_name(formats[i]));

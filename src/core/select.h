@@ -41,7 +41,7 @@ typedef struct qcoll__select_in {
  * that decided, for logs. */
 qcoll__path_t qcoll__select(const qcoll__select_in_t *in, int *row);
 /* The smallest message that a quantised all-reduce of in->quant is
- * quantised at: QCOLL_QUANT_MIN_BYTES, raised where ranks share a GPU to
+ * quantised at: QCOLL_QUANT_MIN_BYTES, raised where all ranks share a GPU to
  * the size from which the format was measured to pay
  * (QCOLL_QUANT_SHARED_GPU_FLOORS); SIZE_MAX: never. */
 size_t qcoll__select_quant_floor(const qcoll__select_in_t *in);

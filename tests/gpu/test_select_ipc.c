@@ -229,12 +229,14 @@ static void staged_only_without_ipc(void **state) {
  * `ranks_per_gpu`, under the environment as it is now.  The table's row
  * and the call's transfer ask the same function; the row's path is the
  * two-shot exactly when it answers yes, whatever NCCL can do. */
-static bool quantises(qcoll_quant_t quant, size_t bytes, int ranks_per_gpu) {
+static bool quantises_placed(qcoll_quant_t quant, size_t bytes, int nranks,
+                             int ranks_per_gpu) {
   qcoll__config_t config;
   qcoll__config_read(&config);
   qcoll__select_in_t in = gpu_call(QCOLL__COLL_ALL_REDUCE, QCOLL_BF16,
                                    QCOLL_SUM, bytes, true, false);
   in.quant = quant;
+  in.nranks = nranks;
   in.ranks_per_gpu = ranks_per_gpu;
   in.config = &config;
   bool yes = qcoll__select_quantises(&in);
@@ -245,6 +247,11 @@ static bool quantises(qcoll_quant_t quant, size_t bytes, int ranks_per_gpu) {
   if (yes) assert_int_equal(row, 1); /* the quantised row */
   if (!yes) assert_int_not_equal(row, 1);
   return yes;
+}
+/* Every rank on one GPU (ranks_per_gpu of them), or one per GPU (1). */
+static bool quantises(qcoll_quant_t quant, size_t bytes, int ranks_per_gpu) {
+  return quantises_placed(quant, bytes, ranks_per_gpu > 1 ? ranks_per_gpu : 2,
+                          ranks_per_gpu);
 }
 
 static const size_t MiB = (size_t)1 << 20;
@@ -260,9 +267,10 @@ static void quantised_from_the_min_bytes_on_separate_gpus(void **state) {
   assert_false(quantises(QCOLL_QUANT_NONE, 1024 * MiB, 1));
 }
 
-/* Two ranks sharing a GPU: INT4 from 32 MiB, INT8 from 256 MiB, the
- * others never; four or eight: none ever (the measured floors).
- * QCOLL_QUANT_MIN_BYTES still raises them, and
+/* Every rank on one GPU: with two, INT4 from 32 MiB, INT8 from 256 MiB,
+ * the others never; with three to eight, none ever (the measured floors).
+ * Ranks on several GPUs keep QCOLL_QUANT_MIN_BYTES alone.
+ * QCOLL_QUANT_MIN_BYTES still raises the floors, and
  * QCOLL_QUANT_SHARED_GPU_FLOORS=0 puts every format back on it. */
 static void quantised_only_where_measured_to_pay_on_a_shared_gpu(void **state) {
   (void)state;
@@ -277,6 +285,11 @@ static void quantised_only_where_measured_to_pay_on_a_shared_gpu(void **state) {
       assert_int_equal(quantises((qcoll_quant_t)q, 4096 * MiB, shared),
                        measured_to_pay);
     }
+  /* Ranks on several GPUs, two on each: bytes cross links, no floor. */
+  for (int q = QCOLL_QUANT_FP8; q <= QCOLL_QUANT_INT3; q++) {
+    assert_false(quantises_placed((qcoll_quant_t)q, MiB - 2, 4, 2));
+    assert_true(quantises_placed((qcoll_quant_t)q, MiB, 4, 2));
+  }
   setenv("QCOLL_QUANT_MIN_BYTES", "128M", 1);
   assert_false(quantises(QCOLL_QUANT_INT4, 64 * MiB, 2));
   assert_true(quantises(QCOLL_QUANT_INT4, 128 * MiB, 2));

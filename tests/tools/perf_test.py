@@ -423,7 +423,7 @@ def case_gpu_quant(run_, perf):
     # With the floors (the default), two ranks on one GPU run INT4 exact
     # below 32 MiB, and the header says from where each format is quantised.
     err, _, out = quant_sweep(run_, perf, "int4")
-    m = re.search(r"^#  quantised where ranks share a GPU \(QCOLL_QUANT_SHARED_GPU_FLOORS=1\), "
+    m = re.search(r"^#  quantised where all ranks share a GPU \(QCOLL_QUANT_SHARED_GPU_FLOORS=1\), "
                   r"from: 2 per GPU: .*int4 (\d+) ", out, re.M)
     check(m and int(m.group(1)) == 32 << 20, "no shared-GPU floors line naming int4's 32 MiB")
     shared = re.findall(r"^#  Rank +\d+ +Pid.* device (\d+) ", out, re.M)

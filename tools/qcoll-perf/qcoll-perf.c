@@ -300,14 +300,14 @@ static int parse_agg_iters(const char *s) {
   return (int)perf_parse_int("-m", s, 1, 1000000, input_error);
 }
 
-/* -q asks for a format; where ranks share a GPU the library quantises it
+/* -q asks for a format; where all ranks share a GPU the library quantises it
  * only from the size where it pays (the selection table's floors line),
  * so the header says from where. */
 static void print_quant_floors(void) {
   char table[8192];
   if (qcoll_selection_table_format(table, sizeof table, NULL) != QCOLL_OK)
     return;
-  const char *line = strstr(table, "quantised where ranks share a GPU");
+  const char *line = strstr(table, "quantised where all ranks share a GPU");
   if (!line) return;
   int len = (int)strcspn(line, "\n");
   printf(
