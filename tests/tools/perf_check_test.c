@@ -299,6 +299,25 @@ static void test_inputs_distinguish_ranks_and_indices(void **state) {
   sim_free(&s);
 }
 
+/* The sum, min and max over the ranks of element j change with j at every
+ * world size, so a reduced element written to the wrong index is caught.
+ * With the rank's input the index's hash shifted by the rank, 8 ranks (the
+ * span) summed all 8 residues to one constant. */
+static void test_reductions_vary_with_the_index(void **state) {
+  (void)state;
+  static const perf_red_t reds[] = {PERF_RED_SUM, PERF_RED_MIN, PERF_RED_MAX};
+  for (int n = 2; n <= 16; n++)
+    for (size_t k = 0; k < sizeof reds / sizeof reds[0]; k++) {
+      perf_pattern_t p = {.nranks = n, .span = 8, .centred = true};
+      int64_t first = perf_pattern_reduce(&p, reds[k], 0);
+      int differ = 0;
+      for (size_t j = 1; j < 256; j++)
+        differ += perf_pattern_reduce(&p, reds[k], j) != first;
+      /* min/max of 16 ranks' values in -3..4 are mostly the bounds */
+      assert_true(differ > (reds[k] == PERF_RED_SUM ? 128 : 8));
+    }
+}
+
 /* ---- the tolerance of quantised all-reduce ----------------------------------
  */
 
@@ -389,14 +408,16 @@ static void check_quant_tolerance(qcoll_quant_t q, qcoll_dtype_t dt,
     if (err / tol.abs > *worst_ratio) *worst_ratio = err / tol.abs;
   }
   /* An element off by more than the tolerance is one wrong, and the error
-   * reported is that element's. */
+   * reported is that element's: at least 2 tol + 1 less its own error
+   * (at most tol) and the store's rounding (under 0.5 here), where every
+   * other element's is at most tol. */
   double v = load(dt, recv[0].host, 5);
   store(dt, recv[0].host, 5, v + 2 * tol.abs + 1);
   int64_t wrong = -1;
   double err = -1;
   assert_int_equal(perf_check_compare(&calls[0], tol, &wrong, &err), 0);
   assert_int_equal(wrong, 1);
-  assert_true(err > 2 * tol.abs);
+  assert_true(err > tol.abs + 0.5);
   for (int r = 0; r < n; r++) {
     perf_buf_free(&send[r]);
     perf_buf_free(&recv[r]);
@@ -452,6 +473,7 @@ int main(void) {
       cmocka_unit_test(test_all_reduce_every_dtype_and_op),
       cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_inputs_distinguish_ranks_and_indices),
+      cmocka_unit_test(test_reductions_vary_with_the_index),
       cmocka_unit_test(test_quant_tolerance_bounds_two_shot),
       cmocka_unit_test(test_quant_tolerance_exact_cases),
   };

@@ -219,10 +219,15 @@ static unsigned index_hash(size_t j) {
 }
 
 int64_t perf_pattern_value(const perf_pattern_t *p, int rank, size_t j) {
-  unsigned h = index_hash(j);
   if (p->prod) /* only rank j%n may contribute a 2 */
-    return ((size_t)rank == j % (size_t)p->nranks && (h & 1)) ? 2 : 1;
-  int64_t v = (int64_t)((h + (unsigned)rank) % (unsigned)p->span);
+    return ((size_t)rank == j % (size_t)p->nranks && (index_hash(j) & 1)) ? 2
+                                                                          : 1;
+  /* Each rank hashes the index on its own (an odd stride apart), so the
+   * reduction of element j depends on j at every world size: with one hash
+   * shifted by the rank, 8 ranks (a multiple of the span) summed the 8
+   * residues to one constant, and a misplaced element went unseen. */
+  unsigned h = index_hash(j + (size_t)rank * 0x9e3779b1u);
+  int64_t v = (int64_t)(h % (unsigned)p->span);
   return p->centred ? v - (p->span - 1) / 2 : v;
 }
 

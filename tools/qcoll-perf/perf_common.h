@@ -137,8 +137,9 @@ typedef enum perf_red {
 } perf_red_t;
 
 /* Rank r's input for element j is a small integer, exact in every type,
- * from r and a hash of j (so an element that lands at the wrong index is
- * caught): (hash + r) % span, less (span - 1) / 2 when centred.  A product
+ * from a hash of j of rank r's own (so an element that lands at the wrong
+ * index is caught, at every world size): hash_r(j) % span, less
+ * (span - 1) / 2 when centred.  A product
  * gets 1s and at most one 2 per element (from rank j % nranks), so it
  * cannot overflow. */
 typedef struct perf_pattern {
