@@ -424,7 +424,7 @@ static qcoll__path_t choose_path(qcoll_comm_t comm, const call_t *c,
 
 /* The call as the backend of path runs it, its transfer final.
  * Quantisation is a transfer hint of the IPC all-reduce: off below its size
- * floor (the table's, qcoll__select_quantises), and for anything but sums
+ * floor (the table's, qcoll__select_quant_floor), and for anything but sums
  * when it came from the environment rather than the call (a per-call
  * request for min/max is refused by the kernels' entry with a reason). */
 static qcoll__call_t final_call(qcoll_comm_t comm, const call_t *c,
@@ -434,8 +434,7 @@ static qcoll__call_t final_call(qcoll_comm_t comm, const call_t *c,
   qcoll_quant_t quant = ipc_all_reduce ? c->quant : QCOLL_QUANT_NONE;
   if (quant != QCOLL_QUANT_NONE) {
     qcoll__select_in_t in = selection_input(comm, c, false);
-    in.op = QCOLL_SUM; /* a per-call min/max is kept, for its refusal */
-    if (!qcoll__select_quantises(&in) ||
+    if (in.bytes < qcoll__select_quant_floor(&in) ||
         (c->call.op != QCOLL_SUM && !c->quant_per_call))
       quant = QCOLL_QUANT_NONE;
   }

@@ -172,25 +172,23 @@ static int append(char *buf, size_t len, size_t *used, const char *fmt, ...) {
  * three or more do (every rank of the communicator on it). */
 static void append_shared_gpu_floors(char *buf, size_t len, size_t *used,
                                      const qcoll__config_t *config) {
-  static const qcoll_quant_t formats[] = {QCOLL_QUANT_FP8, QCOLL_QUANT_INT8,
-                                          QCOLL_QUANT_INT6, QCOLL_QUANT_INT4,
-                                          QCOLL_QUANT_INT3};
   append(buf, len, used,
          "quantised where all ranks share a GPU "
          "(QCOLL_QUANT_SHARED_GPU_FLOORS=%d), from:",
          config->quant_shared_gpu_floors);
   for (int shared = 2; shared <= 3; shared++) {
     append(buf, len, used, shared == 2 ? " 2 per GPU:" : "; 3 or more:");
-    for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
-      qcoll__select_in_t in = {.quant = formats[i],
+    for (int q = QCOLL_QUANT_FP8; q < QCOLL_QUANT_COUNT; q++) {
+      qcoll__select_in_t in = {.quant = (qcoll_quant_t)q,
                                .nranks = shared,
                                .ranks_per_gpu = shared,
                                .config = config};
       size_t floor = qcoll__select_quant_floor(&in);
+      const char *name = qcoll_quant_name((qcoll_quant_t)q);
       if (floor == SIZE_MAX)
-        append(buf, len, used, " %s never", qcoll_quant_name(formats[i]));
+        append(buf, len, used, " %s never", name);
       else
-        append(buf, len, used, " %s %zu", qcoll_quant_name(formats[i]), floor);
+        append(buf, len, used, " %s %zu", name, floor);
     }
   }
   append(buf, len, used, " (bytes)\n");

@@ -45,9 +45,9 @@ qcoll__path_t qcoll__select(const qcoll__select_in_t *in, int *row);
  * the size from which the format was measured to pay
  * (QCOLL_QUANT_SHARED_GPU_FLOORS); SIZE_MAX: never. */
 size_t qcoll__select_quant_floor(const qcoll__select_in_t *in);
-/* Whether the call is quantised: a sum, a format asked for, at or above
- * the floor.  The table's quantised row and the call's transfer (core's
- * final_call) both ask this, so the two never disagree. */
+/* Whether the table's quantised row takes the call: a sum, a format asked
+ * for, at or above the floor.  The call's transfer (core's final_call)
+ * asks the same floor, so the two never disagree. */
 bool qcoll__select_quantises(const qcoll__select_in_t *in);
 /* Whether NCCL is known to stall for this call (more ranks on one GPU than
  * QCOLL_SHARED_GPU_NCCL_MAX_RANKS, a collective): the table keeps such
