@@ -102,6 +102,27 @@ def new_qcoll_group(impl, device):
         del os.environ[qtorch.BACKEND_ENV]
 
 
+def loaded_nccl():
+    """The NCCL this process runs, as ncclGetVersion of the library mapped
+    into it says, and its path ("-" before one is loaded): torch's own
+    version call reports the NCCL it was built with, which LD_PRELOAD
+    does not change."""
+    import ctypes
+
+    with open("/proc/self/maps") as maps:
+        paths = {line.split()[-1] for line in maps if "libnccl.so" in line}
+    for path in sorted(paths):
+        try:
+            lib = ctypes.CDLL(path)
+            v = ctypes.c_int(0)
+            if lib.ncclGetVersion(ctypes.byref(v)) == 0:
+                code = v.value
+                return f"{code // 10000}.{code // 100 % 100}.{code % 100} ({path})"
+        except (OSError, AttributeError):
+            continue
+    return "-"
+
+
 def try_group(name, device, gloo):
     """A group of backend `name` that completed one all-reduce on every
     rank, or the reason it did not (the ranks agree on the outcome)."""
@@ -156,6 +177,9 @@ def main():
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--ddp", action="store_true", help="also time DDP steps of a small MLP")
     ap.add_argument("--ddp-steps", type=int, default=200)
+    ap.add_argument("--nccl-max-bytes", type=int, default=None,
+                    help="leave NCCL out above this many bytes (messages and DDP "
+                         "gradients): with many ranks sharing a GPU it may never complete")
     args = ap.parse_args()
     if args.device == "cuda":
         device = torch.device("cuda", LOCAL_RANK % torch.cuda.device_count())
@@ -185,6 +209,12 @@ def main():
         groups[other] = group
     elif RANK == 0:
         print(f"bench: {other} left out: {reason}", flush=True)
+    if other == "nccl" and group is not None and RANK == 0:
+        print(f"bench: NCCL loaded: {loaded_nccl()}", flush=True)
+    cap = args.nccl_max_bytes
+
+    def serves(name, nbytes):
+        return not (name == "nccl" and cap is not None and nbytes > cap)
     qr = None
     if device.type == "cuda":
         qr = qtorch.QuickAllReduce(gloo, device, quantization="NONE")
@@ -199,7 +229,11 @@ def main():
             calls["quick-python"] = lambda: _ops.python_quick_all_reduce(x, out, qr._handle,
                                                                          qr._quant)
         for name, group in groups.items():
-            calls[name] = lambda group=group: dist.all_reduce(x, group=group)
+            if serves(name, nbytes):
+                calls[name] = lambda group=group: dist.all_reduce(x, group=group)
+            elif RANK == 0:
+                print(f"bench: {name} left out at {nbytes} B (--nccl-max-bytes {cap})",
+                      flush=True)
         results = {k: host_us(fn, args.calls, device, gloo) for k, fn in calls.items()}
         if RANK == 0:
             print(f"bench: {WORLD} ranks, {args.device}, {args.dtype}, {nbytes} B, host us/call "
@@ -211,8 +245,9 @@ def main():
                   f"without a synchronize (median of 5 bursts of 200): "
                   + ", ".join(f"{k} {v:.1f}" for k, v in enqueued.items()), flush=True)
     if args.ddp:
+        grad_bytes = sum(p.numel() * 4 for p in MLP(256).parameters())
         results = {name: ddp_step_us(g, device, gloo, args.ddp_steps)
-                   for name, g in groups.items()}
+                   for name, g in groups.items() if serves(name, grad_bytes)}
         if RANK == 0:
             print(f"bench: {WORLD} ranks, {args.device}, DDP step of a 3-layer MLP (256 wide, "
                   f"batch 32), host us/step over {args.ddp_steps} steps: "

@@ -13,7 +13,9 @@
 #          eager, host time per call; DDP step of a small MLP); with
 #          TORCH_NCCL_LIB=/path/libnccl.so.2 that NCCL is loaded in place of
 #          torch's, with NCCL_MULTI_RANK_GPU_ENABLE=1 (an NCCL that accepts
-#          ranks sharing a GPU, for PyTorch's NCCL backend beside qcoll)
+#          ranks sharing a GPU, for PyTorch's NCCL backend beside qcoll);
+#          BENCH_ARGS adds options (e.g. --nccl-max-bytes 65536: with 8
+#          ranks on one GPU NCCL 2.32 did not complete 1 MiB in 150 s)
 # Usage, from the repository root:
 #   OUT=$OUT scripts/torch-gpu.sh                 # TORCH_STEPS="build test bench"
 #   OUT=$OUT TORCH_STEPS=bench scripts/torch-gpu.sh   # a later call, machine still warm
@@ -89,7 +91,7 @@ if [[ " $STEPS " == *" bench "* ]]; then
     nccl_env=()
     [ -n "${TORCH_NCCL_LIB:-}" ] && nccl_env=(env LD_PRELOAD="$TORCH_NCCL_LIB" NCCL_MULTI_RANK_GPU_ENABLE=1)
     timeout "${BENCH_LIMIT:-240}" "${nccl_env[@]}" "$QCOLL_RUN" -n "$n" --tag-output -x MASTER_PORT=$port \
-      python3 "$root/bench/torch_overhead.py" --ddp >"$OUT/torch-bench-$n.log" 2>&1 || status=1
+      python3 "$root/bench/torch_overhead.py" --ddp ${BENCH_ARGS:-} >"$OUT/torch-bench-$n.log" 2>&1 || status=1
     grep "^\[0\] bench:" "$OUT/torch-bench-$n.log" | tee -a "$summary"
     port=$((port + 10))
   done
