@@ -102,25 +102,37 @@ def new_qcoll_group(impl, device):
         del os.environ[qtorch.BACKEND_ENV]
 
 
-def loaded_nccl():
-    """The NCCL this process runs, as ncclGetVersion of the library mapped
-    into it says, and its path ("-" before one is loaded): torch's own
-    version call reports the NCCL it was built with, which LD_PRELOAD
-    does not change."""
+def nccl_version(lib):
+    """ncclGetVersion of a ctypes library, as "2.32.6", or None."""
     import ctypes
 
+    try:
+        v = ctypes.c_int(0)
+        if lib.ncclGetVersion(ctypes.byref(v)) != 0:
+            return None
+    except AttributeError:
+        return None
+    return f"{v.value // 10000}.{v.value // 100 % 100}.{v.value % 100}"
+
+
+def loaded_nccl():
+    """The NCCL this process's calls reach: ncclGetVersion as the process's
+    global symbol lookup finds it (a library in LD_PRELOAD comes first, so
+    this is the one torch's calls bind to), then every NCCL library mapped
+    into the process with its own version.  torch's version call reports
+    the NCCL it was built with, which LD_PRELOAD does not change."""
+    import ctypes
+
+    used = nccl_version(ctypes.CDLL(None)) or "none"
     with open("/proc/self/maps") as maps:
-        paths = {line.split()[-1] for line in maps if "libnccl.so" in line}
-    for path in sorted(paths):
+        paths = sorted({line.split()[-1] for line in maps if "libnccl.so" in line})
+    mapped = []
+    for path in paths:
         try:
-            lib = ctypes.CDLL(path)
-            v = ctypes.c_int(0)
-            if lib.ncclGetVersion(ctypes.byref(v)) == 0:
-                code = v.value
-                return f"{code // 10000}.{code // 100 % 100}.{code % 100} ({path})"
-        except (OSError, AttributeError):
-            continue
-    return "-"
+            mapped.append(f"{path} {nccl_version(ctypes.CDLL(path)) or '?'}")
+        except OSError:
+            mapped.append(f"{path} ?")
+    return f"{used} (mapped: {', '.join(mapped) or 'none'})"
 
 
 def try_group(name, device, gloo):
@@ -210,7 +222,7 @@ def main():
     elif RANK == 0:
         print(f"bench: {other} left out: {reason}", flush=True)
     if other == "nccl" and group is not None and RANK == 0:
-        print(f"bench: NCCL loaded: {loaded_nccl()}", flush=True)
+        print(f"bench: NCCL in use: {loaded_nccl()}", flush=True)
     cap = args.nccl_max_bytes
 
     def serves(name, nbytes):
