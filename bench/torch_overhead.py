@@ -29,6 +29,7 @@ fine: rank r uses cuda:(local rank % device count)):
 """
 
 import argparse
+import ctypes
 import datetime
 import os
 import sys
@@ -104,8 +105,6 @@ def new_qcoll_group(impl, device):
 
 def nccl_version(lib):
     """ncclGetVersion of a ctypes library, as "2.32.6", or None."""
-    import ctypes
-
     try:
         v = ctypes.c_int(0)
         if lib.ncclGetVersion(ctypes.byref(v)) != 0:
@@ -121,8 +120,6 @@ def loaded_nccl():
     this is the one torch's calls bind to), then every NCCL library mapped
     into the process with its own version.  torch's version call reports
     the NCCL it was built with, which LD_PRELOAD does not change."""
-    import ctypes
-
     used = nccl_version(ctypes.CDLL(None)) or "none"
     with open("/proc/self/maps") as maps:
         paths = sorted({line.split()[-1] for line in maps if "libnccl.so" in line})
@@ -257,9 +254,14 @@ def main():
                   f"without a synchronize (median of 5 bursts of 200): "
                   + ", ".join(f"{k} {v:.1f}" for k, v in enqueued.items()), flush=True)
     if args.ddp:
-        grad_bytes = sum(p.numel() * 4 for p in MLP(256).parameters())
+        grad_bytes = sum(p.numel() * p.element_size() for p in MLP(256).parameters())
+        ddp_groups = {name: g for name, g in groups.items() if serves(name, grad_bytes)}
+        if RANK == 0:
+            for name in groups.keys() - ddp_groups.keys():
+                print(f"bench: {name} left out of DDP ({grad_bytes} B of gradients, "
+                      f"--nccl-max-bytes {cap})", flush=True)
         results = {name: ddp_step_us(g, device, gloo, args.ddp_steps)
-                   for name, g in groups.items() if serves(name, grad_bytes)}
+                   for name, g in ddp_groups.items()}
         if RANK == 0:
             print(f"bench: {WORLD} ranks, {args.device}, DDP step of a 3-layer MLP (256 wide, "
                   f"batch 32), host us/step over {args.ddp_steps} steps: "
