@@ -4,9 +4,10 @@
 #                     summary.log beside it when the script exits (the
 #                     device tool brings back a few files only); MPS is
 #                     stopped on exit
-#   dl_tree DIR PATCH make DIR a copy of this checkout (sources only) and
-#                     apply the sed script PATCH to the files it names
-#                     (lines "FILE<TAB>SED-EXPRESSION"): measurement-only
+#   dl_tree DIR [PATCH]
+#                     make DIR a copy of this checkout (sources only) and
+#                     apply the sed script PATCH, if given, to the files it
+#                     names (lines "FILE<TAB>SED-EXPRESSION"): measurement-only
 #                     variants, never committed
 #   dl_build DIR BUILD TARGETS...
 #                     configure (sm_90, cmocka from build-deps/) and build
@@ -45,9 +46,10 @@ dl_start() {
 }
 
 dl_tree() {
-  local dir=$1 patch=$2 file expr
+  local dir=$1 patch=${2:-} file expr
   rm -rf "$dir" && mkdir -p "$dir"
   (cd "$dl_root" && tar -cf - --exclude='./build*' --exclude=./.git .) | tar -xf - -C "$dir"
+  [ -n "$patch" ] || return 0
   while IFS=$'\t' read -r file expr; do
     [ -z "$file" ] && continue
     sed -i "$expr" "$dir/$file"

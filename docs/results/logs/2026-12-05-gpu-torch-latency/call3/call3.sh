@@ -13,8 +13,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 dl_start c3
 dl_nccl &
 log build
-printf '' >/tmp/no-patch
-dl_tree /tmp/var /tmp/no-patch
+dl_tree /tmp/var
 (cd /tmp/var && patch -p1 <"$here/../push-variant2.diff") >>"$out/summary.log" 2>&1
 JOBS=10 dl_build . build-gpu qcoll qcoll-run qcoll-perf &
 JOBS=6 dl_build /tmp/var /tmp/var/build qcoll qcoll-run qcoll-perf &
