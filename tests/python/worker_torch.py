@@ -16,6 +16,7 @@ import datetime
 import faulthandler
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -77,6 +78,34 @@ def ints(shape, seed, dtype, device, low=-4, high=5):
 
 
 # ---- every op against gloo -----------------------------------------------------
+
+def wait_from_another_stream(device, gloo):
+    """CUDA only: an async all_reduce's wait() called under another stream
+    orders that stream after the op, both for an op small enough to run on
+    the caller's stream (its event is recorded only then) and for one that
+    runs on the internal stream; is_completed() turns true.  Returns the
+    number of checks made."""
+    if device.type != "cuda":
+        return 0
+    side = torch.cuda.Stream(device)
+    checks = 0
+    for n in (8, (1 << 20) // 4 + 4):  # 32 B on the caller's stream, 1 MiB + 16 B not
+        x = ints((n,), 60 + checks, torch.float32, device)
+        a = x.clone()
+        work = dist.all_reduce(a, async_op=True)
+        with torch.cuda.stream(side):
+            work.wait()
+            after = a * 1  # on the side stream, ordered after the op by wait()
+        side.synchronize()
+        deadline = time.monotonic() + 30
+        while not work.is_completed():
+            assert time.monotonic() < deadline, f"is_completed() still False after 30 s (n={n})"
+        b = x.cpu().clone()
+        dist.all_reduce(b, group=gloo)
+        check_equal(f"all_reduce of {n} waited from another stream", after, b)
+        checks += 1
+    return checks
+
 
 def case_ops(device):
     init("qcoll")
@@ -223,6 +252,7 @@ def case_ops(device):
     dist.all_reduce(b, group=gloo)
     check_equal("async all_reduce", a, b)
     check_equal("future value", fut.wait()[0], b)
+    checks += wait_from_another_stream(device, gloo)
     dist.barrier()
     objs = [{"rank": RANK}] if RANK == 0 else [None]
     dist.broadcast_object_list(objs, src=0)

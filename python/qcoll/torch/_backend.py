@@ -20,13 +20,20 @@ store.  The barrier runs on the device the group is bound to: the
 the group has seen, else the CPU.  Nothing is ever chosen from the current
 CUDA device.
 
-Streams.  CUDA work goes to an internal stream of the tensors' device,
-which first waits for the caller's current stream of that device; the work
-object records an event there, and ``wait()`` makes the caller's current
-stream wait on it (the host does not block, except for barrier).  Tensors
-are marked as used on the internal stream, so the caching allocator does
-not hand their memory out while the op runs.  CPU ops are synchronous and
-their work objects are complete at once.
+Streams.  A CUDA op of more than QCOLL_TORCH_INLINE_BYTES (default 1 MiB)
+of tensors goes to an internal stream of the tensors' device, which first
+waits for the caller's current stream of that device, so that it overlaps
+the caller's later compute; outside graph capture its tensors are marked as
+used on the internal stream, so the caching allocator does not hand their
+memory out while the op runs.  A smaller op runs on the caller's current
+stream itself (its time is the host's, and the stream switch, the start
+wait and the allocator's bookkeeping would cost more than the collective).
+The work object's event follows the op on its stream (for an inline op it
+is recorded only when first needed: ``is_completed``, or ``wait()`` from
+another stream), and ``wait()`` makes the caller's current stream wait on
+it (nothing to do on the op's own stream; the host blocks only for
+barrier).  CPU ops are synchronous and their work objects are complete at
+once.
 """
 
 import datetime
@@ -92,6 +99,23 @@ def _check_contiguous(what, tensors):
                 f"{tuple(t.shape)}, strides {t.stride()})")
 
 
+def _inline_bytes():
+    """QCOLL_TORCH_INLINE_BYTES: ops of at most this many bytes of tensors
+    run on the caller's stream (see Streams above); 0 sends all to the
+    internal stream.  The compiled backend reads the same variable."""
+    raw = os.environ.get("QCOLL_TORCH_INLINE_BYTES", "")
+    if raw.isdigit():
+        return int(raw)
+    return 1 << 20
+
+
+_INLINE_BYTES = _inline_bytes()
+
+
+def _tensor_bytes(tensors):
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
 def _is_capturing(device):
     with torch.cuda.device(device):
         return torch.cuda.is_current_stream_capturing()
@@ -113,7 +137,10 @@ def _caller_device_id():
 
 class QcollWork(_Work):
     """The handle of one op.  CPU ops are complete when created; CUDA ops
-    carry an event recorded on the stream they were enqueued on."""
+    know the stream they were enqueued on and carry an event recorded there
+    after them, or record it when first needed (``event=None``): recorded
+    late it also waits for what the stream received after the op, so a
+    wait may last longer, never less."""
 
     def __init__(self, result, device=None, stream=None, event=None, blocking=False):
         super().__init__()
@@ -124,21 +151,29 @@ class QcollWork(_Work):
         self._blocking = blocking
         self._future = None
 
+    def _done_event(self):
+        if self._event is None:
+            self._event = torch.cuda.Event()
+            self._event.record(self._stream)
+        return self._event
+
     def wait(self, timeout=None):
         """Make the caller's current stream (of the op's device) wait for the
         op; a barrier blocks the host until it completes."""
-        if self._event is not None:
+        if self._stream is not None:
             if self._blocking:
-                self._event.synchronize()
+                self._done_event().synchronize()
             else:
-                torch.cuda.current_stream(self._device).wait_event(self._event)
+                caller = torch.cuda.current_stream(self._device)
+                if caller != self._stream:   # on its own stream the order is the stream's
+                    caller.wait_event(self._done_event())
         return True
 
     def synchronize(self):
         self.wait()
 
     def is_completed(self):
-        return self._event is None or self._event.query()
+        return self._stream is None or self._done_event().query()
 
     def is_success(self):
         return True
@@ -154,7 +189,7 @@ class QcollWork(_Work):
         completed on the op's stream, so whoever waits on it (DDP's reducer
         does) is ordered after the op."""
         if self._future is None:
-            if self._event is None:
+            if self._stream is None:
                 fut = torch.futures.Future()
                 fut.set_result(self._result)
             else:
@@ -299,8 +334,9 @@ class ProcessGroupQcoll(_ProcessGroup):
 
     def _run(self, what, tensors, body, result, device=None, blocking=False):
         """Run ``body(comm, stream)`` on the device of ``tensors`` and return
-        its work object.  On CUDA, body runs with the internal stream
-        current, so tensors it allocates or copies belong to that stream."""
+        its work object.  On CUDA, body runs with the op's stream current
+        (the caller's or the internal one, see Streams above), so tensors it
+        allocates or copies belong to that stream."""
         if device is None:
             device = self._device_of(what, tensors)
         if self._first_device is None:
@@ -309,8 +345,20 @@ class ProcessGroupQcoll(_ProcessGroup):
         if device.type == "cpu":
             body(comm, None)
             return QcollWork(result)
+        caller = torch.cuda.current_stream(device)
+        if _tensor_bytes(tensors) <= _INLINE_BYTES:
+            if device.index == torch.cuda.current_device():
+                body(comm, caller)
+            else:
+                with torch.cuda.device(device):
+                    body(comm, caller)
+            event = None
+            if blocking:
+                event = torch.cuda.Event()
+                event.record(caller)
+            return QcollWork(result, device, caller, event, blocking)
         stream = self._stream_for(device)
-        stream.wait_stream(torch.cuda.current_stream(device))
+        stream.wait_stream(caller)
         with torch.cuda.stream(stream):
             body(comm, stream)
         if not _is_capturing(device):

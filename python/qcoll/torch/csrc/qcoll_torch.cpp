@@ -25,8 +25,10 @@
 // compute worth overlapping, while the start event, the internal stream's
 // wait and the allocator's bookkeeping would cost more host time than the
 // collective.  Either way the work object holds an event recorded after the
-// op, and wait() makes the caller's current stream wait on it (nothing to
-// do when that is the op's stream; the host blocks only for barrier).
+// op (for an inline op, recorded only when first needed: by isCompleted, or
+// by wait() from another stream), and wait() makes the caller's current
+// stream wait on it (nothing to do when that is the op's stream; the host
+// blocks only for barrier).
 // Host ops are synchronous and their work objects complete at once.
 //
 // Errors.  A failed call throws with the library's message: ValueError for
@@ -231,15 +233,19 @@ void cuda_check(cudaError_t err, const char* what) {
 }
 
 // Events without timing, reused: creating one per op would cost as much as
-// the op's own host time.
+// the op's own host time.  One free list per device, since an event belongs
+// to the device that was current when it was created and can be recorded
+// only on that device's streams.
 class EventPool {
  public:
-  cudaEvent_t take() {
+  // An event of `device`; the caller has made `device` current.
+  cudaEvent_t take(c10::DeviceIndex device) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (!free_.empty()) {
-        cudaEvent_t e = free_.back();
-        free_.pop_back();
+      std::vector<cudaEvent_t>& free = free_[device];
+      if (!free.empty()) {
+        cudaEvent_t e = free.back();
+        free.pop_back();
         return e;
       }
     }
@@ -247,14 +253,14 @@ class EventPool {
     cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
     return e;
   }
-  void give(cudaEvent_t e) {
+  void give(c10::DeviceIndex device, cudaEvent_t e) {
     std::lock_guard<std::mutex> lock(mutex_);
-    free_.push_back(e);
+    free_[device].push_back(e);
   }
 
  private:
   std::mutex mutex_;
-  std::vector<cudaEvent_t> free_;
+  std::map<c10::DeviceIndex, std::vector<cudaEvent_t>> free_;
 };
 
 EventPool& event_pool() {
@@ -279,12 +285,15 @@ class QcollWork : public c10d::Work {
   ~QcollWork() override {
 #ifdef QCOLL_TORCH_CUDA
     if (event_ != nullptr) {
-      event_pool().give(event_);
+      event_pool().give(device_.index(), event_);
     }
 #endif
   }
 
 #ifdef QCOLL_TORCH_CUDA
+  // The op was enqueued on `stream`.  `event`, recorded after it there, may
+  // be nullptr: it is then recorded when first needed (done_event), which
+  // saves a record on every inline op whose result stays on its stream.
   void set_cuda(cudaEvent_t event, c10::cuda::CUDAStream stream, bool blocking) {
     event_ = event;
     stream_ = stream;
@@ -294,8 +303,8 @@ class QcollWork : public c10d::Work {
 
   bool isCompleted() override {
 #ifdef QCOLL_TORCH_CUDA
-    if (event_ != nullptr) {
-      return cudaEventQuery(event_) == cudaSuccess;
+    if (stream_) {
+      return cudaEventQuery(done_event()) == cudaSuccess;
     }
 #endif
     return true;
@@ -307,14 +316,14 @@ class QcollWork : public c10d::Work {
   // barrier blocks the host until it completes.
   bool wait(std::chrono::milliseconds /*timeout*/) override {
 #ifdef QCOLL_TORCH_CUDA
-    if (event_ != nullptr) {
+    if (stream_) {
       if (blocking_) {
-        cuda_check(cudaEventSynchronize(event_), "cudaEventSynchronize");
+        cuda_check(cudaEventSynchronize(done_event()), "cudaEventSynchronize");
       } else {
         cudaStream_t caller = c10::cuda::getCurrentCUDAStream(device_.index()).stream();
         // On the op's own stream the order is already the stream's.
         if (caller != stream_->stream()) {
-          cuda_check(cudaStreamWaitEvent(caller, event_, 0), "cudaStreamWaitEvent");
+          cuda_check(cudaStreamWaitEvent(caller, done_event(), 0), "cudaStreamWaitEvent");
         }
       }
     }
@@ -332,7 +341,7 @@ class QcollWork : public c10d::Work {
     if (!future_) {
       auto type = c10::ListType::create(c10::TensorType::get());
 #ifdef QCOLL_TORCH_CUDA
-      if (event_ != nullptr) {
+      if (stream_) {
         future_ = c10::make_intrusive<c10::ivalue::Future>(type, std::vector<c10::Device>{device_});
         c10::cuda::CUDAStreamGuard guard(*stream_);
         future_->markCompleted(c10::IValue(outputs_));
@@ -346,12 +355,26 @@ class QcollWork : public c10d::Work {
   }
 
  private:
+#ifdef QCOLL_TORCH_CUDA
+  // The event that completes with the op.  Recorded late, it also waits for
+  // what the op's stream received after the op: later, never earlier, so
+  // every use above stays correct (a wait may last longer, no less).
+  cudaEvent_t done_event() {
+    if (event_ == nullptr) {
+      c10::cuda::CUDAGuard device_guard(device_.index());
+      event_ = event_pool().take(device_.index());
+      cuda_check(cudaEventRecord(event_, stream_->stream()), "cudaEventRecord");
+    }
+    return event_;
+  }
+#endif
+
   std::vector<at::Tensor> outputs_;
   at::Device device_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 #ifdef QCOLL_TORCH_CUDA
   cudaEvent_t event_ = nullptr;
-  std::optional<c10::cuda::CUDAStream> stream_;  // set with event_ (CPU work touches no GPU)
+  std::optional<c10::cuda::CUDAStream> stream_;  // set for CUDA ops (CPU work touches no GPU)
   bool blocking_ = false;
 #endif
 };
@@ -466,10 +489,10 @@ class QcollBackend : public c10d::Backend {
     c10::cuda::CUDAStream op_stream = inline_op ? caller : stream_for(index);
     if (!inline_op) {
       // The internal stream starts after what the caller enqueued so far.
-      cudaEvent_t start = event_pool().take();
+      cudaEvent_t start = event_pool().take(index);
       cuda_check(cudaEventRecord(start, caller.stream()), "cudaEventRecord");
       cuda_check(cudaStreamWaitEvent(op_stream.stream(), start, 0), "cudaStreamWaitEvent");
-      event_pool().give(start);  // the wait is enqueued: the event may be recorded again
+      event_pool().give(index, start);  // the wait is enqueued: the event may be recorded again
     }
     {
       c10::cuda::CUDAStreamGuard stream_guard(op_stream);
@@ -480,8 +503,13 @@ class QcollBackend : public c10d::Backend {
         c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), op_stream);
       }
     }
-    cudaEvent_t done = event_pool().take();
-    cuda_check(cudaEventRecord(done, op_stream.stream()), "cudaEventRecord");
+    // An inline op's event is recorded only if the work object needs it
+    // (another stream waits, isCompleted): DDP and plain calls do not.
+    cudaEvent_t done = nullptr;
+    if (!inline_op || blocking) {
+      done = event_pool().take(index);
+      cuda_check(cudaEventRecord(done, op_stream.stream()), "cudaEventRecord");
+    }
     work->set_cuda(done, op_stream, blocking);
 #endif
     return work;
