@@ -29,7 +29,7 @@ skew() { # NAME RANKS MODE PDL [GRID THREADS]
   shift 2
   d=$(mktemp -d)
   log "skew $name"
-  echo "# mps-skew $n ranks: $*" >"$out/skew-$name.log"
+  echo "# ${CUDA_MPS_ACTIVE_THREAD_PERCENTAGE:+CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$CUDA_MPS_ACTIVE_THREAD_PERCENTAGE }mps-skew $n ranks: $*" >"$out/skew-$name.log"
   for r in $(seq 0 $((n - 1))); do
     CUDA_VISIBLE_DEVICES=0 timeout 60 /tmp/mps-skew "$n" "$r" "$d" "$@" >>"$out/skew-$name.log" 2>&1 &
   done
@@ -43,6 +43,7 @@ skew n8-G-grid16 8 graph 0 16 512
 skew n8-E 8 eager 0
 skew n2-E 2 eager 0
 skew n8-G-b 8 graph 0
+CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=12 skew n8-G-pct12 8 graph 0
 
 S() { echo --mem gpu -c 1 -d bf16 --rounds 3 -n 40 -w 5 "$@" all_reduce; }
 dl_perf n2-G-head build-gpu 2 $(S -G 1 --register -b 16 -e 256K -f 4)
@@ -50,6 +51,7 @@ dl_perf n2-G-var /tmp/var/build 2 $(S -G 1 --register -b 16 -e 256K -f 4)
 dl_perf n2-E-head build-gpu 2 $(S -b 16 -e 256K -f 4)
 dl_perf n2-E-var /tmp/var/build 2 $(S -b 16 -e 256K -f 4)
 dl_perf n8-G-head build-gpu 8 $(S -G 1 --register -b 16 -e 64K -f 4)
+ENVS="CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=12 QCOLL_MAX_BLOCKS=8" dl_perf n8-G-head-pct12 build-gpu 8 $(S -G 1 --register -b 16 -e 4K -f 4)
 ENVS="QCOLL_IPC_PUSH_MAX_RANKS=8" dl_perf n8-G-push-head build-gpu 8 $(S -G 1 --register -b 16 -e 64K -f 4)
 ENVS="QCOLL_IPC_PUSH_MAX_RANKS=8" dl_perf n8-G-push-var /tmp/var/build 8 $(S -G 1 --register -b 16 -e 64K -f 4)
 Q() { echo --mem gpu -c 1 -d bf16 -G 1 --rounds 2 --algo twoshot -b 256M -e 256M -n 5 -w 2 -q int4 all_reduce; }
