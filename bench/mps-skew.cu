@@ -26,7 +26,9 @@
  *   nvcc -arch=sm_90 -O2 bench/mps-skew.cu -o mps-skew
  *   d=$(mktemp -d); for r in $(seq 0 7); do ./mps-skew 8 $r $d graph 0 & done; wait
  *
- * Arguments: NRANKS RANK DIR MODE (graph | eager) PDL (0 | 1) [GRID] [THREADS].
+ * Arguments: NRANKS RANK DIR MODE (graph | eager) PDL (0 | 1) [GRID]
+ * [THREADS] [SCOPE (sys | gpu: the flags' release/acquire scope; gpu is
+ * enough only because every rank runs on the same GPU)].
  * DIR is an empty folder the ranks share (IPC handles and records pass
  * through it).  GRID (default 1) blocks per launch, only block 0 takes part
  * in the barrier (the others exit at once): does a larger grid cost start
@@ -67,20 +69,32 @@ __device__ __forceinline__ unsigned long long now_ns() {
   return t;
 }
 
+/* GpuScope: release/acquire at GPU scope, which covers every thread of
+ * the device, other MPS clients' included; otherwise at system scope, which
+ * ranks on different GPUs need. */
+template <bool GpuScope>
 __device__ __forceinline__ void store_release(unsigned long long *p,
                                               unsigned long long v) {
-  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+  if (GpuScope)
+    asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+  else
+    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
+template <bool GpuScope>
 __device__ __forceinline__ unsigned long long load_acquire(
     const unsigned long long *p) {
   unsigned long long v;
-  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  if (GpuScope)
+    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  else
+    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
 
 /* ctl[0]: launches completed by this rank; ctl[1]: 1 once a wait timed out.
  * trace[2e], trace[2e+1]: start and completion of launch e (0-based). */
+template <bool GpuScope>
 __global__ void barrier_kernel(Rows rows, int nranks, int rank,
                                unsigned long long *ctl,
                                unsigned long long *trace, int capacity) {
@@ -97,10 +111,10 @@ __global__ void barrier_kernel(Rows rows, int nranks, int rank,
   const unsigned long long e = epoch;
   const int p = threadIdx.x;
   if (p < nranks) {
-    store_release(&rows.row[p][rank], e);
+    store_release<GpuScope>(&rows.row[p][rank], e);
     const unsigned long long *mine = &rows.row[rank][p];
     const unsigned long long give_up = now_ns() + DEADLINE_NS;
-    while (load_acquire(mine) < e) {
+    while (load_acquire<GpuScope>(mine) < e) {
       if (now_ns() > give_up) {
         ctl[1] = 1;
         break;
@@ -185,7 +199,7 @@ static void print_stat(const char *name, double *v, int n) {
 /* Rank 0: every rank's records of the timed launches, summarised. */
 static void report(int nranks, const unsigned long long *all, int capacity,
                    int first, const char *mode, int pdl, int grid,
-                   int threads) {
+                   int threads, int gpu_scope) {
   const int n = capacity - first;
   double *period = (double *)calloc(n, sizeof(double));
   double *spread = (double *)calloc(n, sizeof(double));
@@ -217,9 +231,10 @@ static void report(int nranks, const unsigned long long *all, int capacity,
     tail[np] = (double)d_max - (double)s_max;
     np++;
   }
-  printf("mps-skew: %d ranks, %s, pdl %d, grid %d x %d threads, %d timed "
-         "launches; smallest start-to-done seen %.3f us\n",
-         nranks, mode, pdl, grid, threads, np, step / 1e3);
+  printf("mps-skew: %d ranks, %s, pdl %d, grid %d x %d threads, %s scope, "
+         "%d timed launches; smallest start-to-done seen %.3f us\n",
+         nranks, mode, pdl, grid, threads, gpu_scope ? "gpu" : "sys", np,
+         step / 1e3);
   print_stat("period ", period, np);
   print_stat("spread ", spread, np);
   print_stat("tail   ", tail, np);
@@ -235,7 +250,7 @@ static void report(int nranks, const unsigned long long *all, int capacity,
   free(restart);
 }
 
-static void launch(cudaStream_t s, int pdl, int grid, int threads, Rows rows,
+static void launch(cudaStream_t s, int gpu_scope, int pdl, int grid, int threads, Rows rows,
                    int nranks, int rank, unsigned long long *ctl,
                    unsigned long long *trace, int capacity) {
   cudaLaunchAttribute at;
@@ -249,13 +264,17 @@ static void launch(cudaStream_t s, int pdl, int grid, int threads, Rows rows,
   cfg.stream = s;
   cfg.attrs = &at;
   cfg.numAttrs = pdl ? 1 : 0;
-  CHECK(cudaLaunchKernelEx(&cfg, barrier_kernel, rows, nranks, rank, ctl,
-                           trace, capacity));
+  if (gpu_scope)
+    CHECK(cudaLaunchKernelEx(&cfg, barrier_kernel<true>, rows, nranks, rank,
+                             ctl, trace, capacity));
+  else
+    CHECK(cudaLaunchKernelEx(&cfg, barrier_kernel<false>, rows, nranks, rank,
+                             ctl, trace, capacity));
 }
 
 int main(int argc, char **argv) {
   if (argc < 6) {
-    fprintf(stderr, "usage: %s NRANKS RANK DIR graph|eager PDL [GRID] [THREADS]\n",
+    fprintf(stderr, "usage: %s NRANKS RANK DIR graph|eager PDL [GRID] [THREADS] [sys|gpu]\n",
             argv[0]);
     return 2;
   }
@@ -266,6 +285,7 @@ int main(int argc, char **argv) {
   const int pdl = atoi(argv[5]);
   const int grid = argc > 6 ? atoi(argv[6]) : 1;
   const int threads = argc > 7 ? atoi(argv[7]) : 32;
+  const int gpu_scope = argc > 8 && strcmp(argv[8], "gpu") == 0;
   if (nranks < 2 || nranks > MAX_RANKS || g_rank < 0 || g_rank >= nranks ||
       grid < 1 || threads < nranks || threads > 1024) {
     fprintf(stderr, "mps-skew: NRANKS 2..%d, RANK < NRANKS, GRID >= 1, "
@@ -308,7 +328,7 @@ int main(int argc, char **argv) {
     cudaGraph_t g;
     CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     for (int k = 0; k < PER_GRAPH; k++)
-      launch(s, pdl, grid, threads, rows, nranks, rank, ctl, trace, capacity);
+      launch(s, gpu_scope, pdl, grid, threads, rows, nranks, rank, ctl, trace, capacity);
     CHECK(cudaStreamEndCapture(s, &g));
     CHECK(cudaGraphInstantiate(&exec, g, 0));
   }
@@ -317,7 +337,7 @@ int main(int argc, char **argv) {
       CHECK(cudaGraphLaunch(exec, s));
     else
       for (int k = 0; k < PER_GRAPH; k++)
-        launch(s, pdl, grid, threads, rows, nranks, rank, ctl, trace, capacity);
+        launch(s, gpu_scope, pdl, grid, threads, rows, nranks, rank, ctl, trace, capacity);
   }
   CHECK(cudaStreamSynchronize(s));
   unsigned long long host_ctl[2];
@@ -337,7 +357,7 @@ int main(int argc, char **argv) {
     for (int r = 0; r < nranks; r++)
       fetch(dir, "trace", r, all + (size_t)r * 2 * capacity, bytes);
     report(nranks, all, capacity, PER_GRAPH * WARM, graph ? "graph" : "eager",
-           pdl, grid, threads);
+           pdl, grid, threads, gpu_scope);
     free(all);
   }
   /* Peers may still read this rank's row until they finish: wait for every

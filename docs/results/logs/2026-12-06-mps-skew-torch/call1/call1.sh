@@ -2,7 +2,7 @@
 # Call 1 (2026-12-06): (a) bench/mps-skew.cu, a bare cross-process barrier
 # kernel at 2, 4 and 8 ranks on one GPU under MPS, each launch's start and
 # completion read from %globaltimer: where the time of a small all-reduce
-# goes as ranks are added; (b) the push variant 2 (../../2026-12-05-gpu-torch-latency/push-variant2.diff)
+# goes as ranks are added (and with the flags at GPU scope instead of system); (b) the push variant 2 (../../2026-12-05-gpu-torch-latency/push-variant2.diff)
 # against HEAD, 2 and 8 ranks, graph and eager; (c) INT4 at 256 MiB, 2 ranks,
 # against the round size; (d) qcoll.torch's bench at 8 and 2 ranks (NCCL
 # 2.32.6 up to 64 KiB) with the lazily recorded work event; (e) the PyTorch
@@ -39,6 +39,8 @@ skew() { # NAME RANKS MODE PDL [GRID THREADS]
 wait_jobs_except() { local p; for p in $(jobs -p); do [ "$p" = "$1" ] || wait "$p"; done; }
 for n in 2 4 8; do skew n$n-G $n graph 0; done
 skew n8-G-pdl 8 graph 1
+skew n8-G-gpuscope 8 graph 0 1 32 gpu
+skew n2-G-gpuscope 2 graph 0 1 32 gpu
 skew n8-G-grid16 8 graph 0 16 512
 skew n8-E 8 eager 0
 skew n2-E 2 eager 0
