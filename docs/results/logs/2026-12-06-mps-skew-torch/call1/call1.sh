@@ -58,7 +58,7 @@ ENVS="CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=12 QCOLL_MAX_BLOCKS=8" dl_perf n8-G-head
 ENVS="QCOLL_IPC_PUSH_MAX_RANKS=8" dl_perf n8-G-push-head build-gpu 8 $(S -G 1 --register -b 16 -e 64K -f 4)
 [ -n "${WITH_VARIANT:-}" ] && ENVS="QCOLL_IPC_PUSH_MAX_RANKS=8" dl_perf n8-G-push-var /tmp/var/build 8 $(S -G 1 --register -b 16 -e 64K -f 4)
 Q() { echo --mem gpu -c 1 -d bf16 -G 1 --rounds 2 --algo twoshot -b 256M -e 256M -n 5 -w 2 -q int4 all_reduce; }
-for R in 0 48M 52M 56M; do
+for R in ${INT4_ROUNDS:-0 52M}; do
   ENVS="QCOLL_GRAPH_REGISTER=0 QCOLL_QUANT_ROUND_BYTES=$R" dl_perf int4-r$R build-gpu 2 $(Q)
 done
 wait "$torch_build"
