@@ -691,6 +691,8 @@ qcoll_status_t qcoll__cuda_comm_init(qcoll__ctx_t *comm) {
   v->max_grid = max_grid;
   v->max_grid_long = max_grid_long;
   v->pdl = qcoll__cuda_pdl_enabled(comm->device, comm->config.pdl);
+  /* Every rank counts the same ranks on its GPU, so all agree. */
+  v->flags_gpu_scope = cc->ranks_on_gpu == comm->nranks;
   v->quant_round_bytes = agreed_round_bytes(comm, recs);
   cc->oneshot_max_bytes =
       qcoll__config_oneshot_max_bytes(&comm->config, comm->nranks);

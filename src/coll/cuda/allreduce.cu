@@ -416,7 +416,7 @@ __device__ __forceinline__ bool exchange_barrier(const qcoll__ipc_view_t &v,
         slot[1] = w[1];
       }
       /* The release orders this thread's descriptor stores before it. */
-      store_release_sys(flag_slot(s, t, v.rank, 0), s->epoch);
+      flag_store(v, flag_slot(s, t, v.rank, 0), s->epoch, true);
       if (!wait_flag(v, s, flag_slot(s, v.rank, t, 0), t, 0)) {
         s->failed = 1;
         d.send = d.recv = no_ref();

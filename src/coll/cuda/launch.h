@@ -255,6 +255,8 @@ typedef struct qcoll__ipc_view {
   int pdl;      /* launch with programmatic dependent launch (the kernels
                    wait on their grid dependency in block_begin / p2p_begin
                    before touching data) */
+  int flags_gpu_scope; /* every rank runs on this GPU: flags between ranks
+                          need only GPU scope (ipc_sync.cuh flag_store) */
   size_t quant_round_bytes; /* the most message bytes per round of a
                                quantised launch (quant_layout.h "rounds");
                                0: what the regions hold */
