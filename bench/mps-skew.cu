@@ -2,9 +2,9 @@
  * mps-skew: where the time of a small all-reduce goes when several ranks
  * share one GPU under MPS.  Each of NRANKS processes replays (or launches
  * eagerly) a one-block barrier kernel: every rank stores the launch's epoch
- * into its slot of every rank's flag row (release, system scope), then
- * waits until every slot of its own row holds that epoch (acquire, with a
- * deadline).  This is the whole synchronisation of a one-shot all-reduce,
+ * into its slot of every rank's flag row (release), then waits until every
+ * slot of its own row holds that epoch (acquire, with a deadline); the
+ * scope of both is an argument.  This is the whole synchronisation of a one-shot all-reduce,
  * with no data.  Each launch records, from %globaltimer (one clock for the
  * whole GPU, so comparable across processes), when it started and when its
  * barrier completed; rank 0 gathers every rank's record and prints, over
@@ -179,21 +179,13 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-static double median(double *v, int n) {
-  qsort(v, n, sizeof *v, cmp_double);
-  return n ? v[n / 2] : 0;
-}
-
-static double percentile(double *v, int n, double q) {
-  qsort(v, n, sizeof *v, cmp_double);
-  return n ? v[(int)(q * (n - 1))] : 0;
-}
-
-/* One line: the median, 10th and 90th percentiles of n values (ns), in us. */
+/* One line: the median, 10th and 90th percentiles of n values (ns), in us
+ * (sorts v). */
 static void print_stat(const char *name, double *v, int n) {
-  const double p10 = percentile(v, n, 0.1), p90 = percentile(v, n, 0.9);
-  printf("  %s median %.3f us  p10 %.3f  p90 %.3f\n", name, median(v, n) / 1e3,
-         p10 / 1e3, p90 / 1e3);
+  if (n == 0) return;
+  qsort(v, n, sizeof *v, cmp_double);
+  printf("  %s median %.3f us  p10 %.3f  p90 %.3f\n", name, v[n / 2] / 1e3,
+         v[(int)(0.1 * (n - 1))] / 1e3, v[(int)(0.9 * (n - 1))] / 1e3);
 }
 
 /* Rank 0: every rank's records of the timed launches, summarised. */

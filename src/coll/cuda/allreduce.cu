@@ -101,7 +101,8 @@
  * kernel advances the epoch, never the host, so a captured graph replays
  * correctly: nothing that changes between calls is a kernel argument.  A
  * barrier of phase p in block b: __syncthreads; thread t < nranks (t !=
- * rank) issues a release store (system scope; it orders the block's
+ * rank) issues a release store (system scope, or GPU scope where every
+ * rank shares this GPU: ipc_sync.cuh flag_store; it orders the block's
  * writes, which the __syncthreads ordered before it) of e into peer t's
  * slot [b][rank][p], then spins with acquire loads on its own slot
  * [b][t][p] until it reaches e (signed distance modulo 2^32).  Because

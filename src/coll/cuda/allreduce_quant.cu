@@ -111,7 +111,8 @@
  *
  * Synchronisation protocol: exactly that of allreduce.cu (ipc_sync.cuh): a
  * per-block epoch in device memory advanced by the kernel, release/acquire
- * flags at system scope, deadlines and abort.  Two barriers, phases 0 and 1.
+ * flags at system scope (GPU scope where every rank shares this GPU),
+ * deadlines and abort.  Two barriers, phases 0 and 1.
  * No closing barrier is needed:
  *  - region 0 of owner s is written (phase 1 of the next launch, by any
  *    rank p) only after p's kernel for this launch has finished, hence
