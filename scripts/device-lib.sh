@@ -21,6 +21,11 @@
 #                     ctest of the tests matching REGEX
 #   dl_nccl           unpack build-deps/nccl/libnccl.so.2.xz to /tmp/nccl for
 #                     --vs-nccl (NCCL_MULTI_RANK_GPU_ENABLE=1 QCOLL_NCCL_LIB=...)
+#   dl_torch BUILD BENCH_SECONDS
+#                     after scripts/torch-gpu.sh's build step: qcoll.torch's
+#                     bench at 8 and 2 ranks (PyTorch's NCCL backend on the
+#                     NCCL of dl_nccl, up to 64 KiB), then every PyTorch GPU
+#                     test in the time left
 # $LIMIT (seconds, default 560) is the call's budget.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 QCOLL_TIMEOUT=20
@@ -92,4 +97,16 @@ dl_ctest() {
   (cd "$build" && CUDA_VISIBLE_DEVICES=0 timeout "$lim" ctest --output-on-failure \
     --timeout "$lim" -R "$regex") >"$out/ctest-${build//\//_}.log" 2>&1
   grep -E "Test +#|tests passed|tests failed" "$out/ctest-${build//\//_}.log" | tee -a "$out/summary.log"
+}
+
+dl_torch() {
+  local build=$1 bench_limit=$2
+  log "torch bench 8 and 2 ranks, NCCL 2.32 up to 64 KiB"
+  OUT=$out TORCH_STEPS=bench BENCH_RANKS="8 2" BENCH_LIMIT="$bench_limit" \
+    TORCH_NCCL_LIB=/tmp/nccl/libnccl.so.2 BENCH_ARGS="--nccl-max-bytes 65536" \
+    BUILD_DIR="$build" "$dl_root/scripts/torch-gpu.sh" >"$out/torch-bench.out" 2>&1
+  sleep 2 # MPS lets go of the bench's clients
+  log "torch tests"
+  OUT=$out TORCH_STEPS=test TORCH_TESTS="not cpu" TEST_LIMIT=$(($(left) - 10)) \
+    BUILD_DIR="$build" "$dl_root/scripts/torch-gpu.sh" >"$out/torch-test.out" 2>&1
 }

@@ -153,10 +153,13 @@ __device__ __forceinline__ uint32_t *push_control(const qcoll__push_view_t &pv,
   return reinterpret_cast<uint32_t *>(s->bases[pv.ipc.rank] + pv.area_offset);
 }
 
-/* Thread 0, before the block's first barrier: the launch's index. */
-__device__ __forceinline__ uint32_t launch_index(const qcoll__push_view_t &pv,
-                                                 const BlockState *s) {
-  return load_relaxed_sys(&push_control(pv, s)[1]);
+/* Thread 0, before the block's first barrier: the launch's index (read
+ * from the view, before the block's shared bases are filled, so that the
+ * load is in flight together with the first pack's). */
+__device__ __forceinline__ uint32_t launch_index(const qcoll__push_view_t &pv) {
+  return load_relaxed_sys(reinterpret_cast<const uint32_t *>(
+                              pv.ipc.bases[pv.ipc.rank] + pv.area_offset) +
+                          1);
 }
 
 template <typename T, typename Op>
@@ -166,11 +169,26 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
   const qcoll__ipc_view_t &v = pv.ipc;
   /* The input may come from the kernel before this one. */
   grid_dependency_wait();
+  /* Thread 0 issues the load of the launch index first, then every thread
+   * the load of its first pack, so both are in flight together; neither
+   * value is used before both loads have been issued. */
+  uint32_t index = 0;
+  if (threadIdx.x == 0) index = launch_index(pv);
+  const size_t packs = (count + Pack<T>::kElems - 1) / Pack<T>::kElems;
+  size_t begin, end;
+  block_range(packs, &begin, &end);
+  const bool send_aligned =
+      (reinterpret_cast<uintptr_t>(send) % kPackBytes) == 0;
+  const bool recv_aligned =
+      (reinterpret_cast<uintptr_t>(recv) % kPackBytes) == 0;
+  const size_t first = begin + threadIdx.x;
+  uint4 first_raw = make_uint4(0, 0, 0, 0);
+  if (first < end) first_raw = load_user(send, first, count, send_aligned).raw;
   if (threadIdx.x == 0) {
 #pragma unroll
     for (int p = 0; p < QCOLL_IPC_MAX_RANKS; p++) s.bases[p] = v.bases[p];
     s.failed = 0;
-    s.oneshots = launch_index(pv, &s);
+    s.oneshots = index;
   }
   __syncthreads();
   /* The next launch may start its preamble; its data waits for us. */
@@ -181,19 +199,15 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
 
   const int n = v.nranks, me = v.rank;
   const unsigned buffer = s.oneshots % QCOLL_PUSH_BUFFERS;
-  const size_t packs = (count + Pack<T>::kElems - 1) / Pack<T>::kElems;
-  size_t begin, end;
-  block_range(packs, &begin, &end);
-  const bool send_aligned =
-      (reinterpret_cast<uintptr_t>(send) % kPackBytes) == 0;
-  const bool recv_aligned =
-      (reinterpret_cast<uintptr_t>(recv) % kPackBytes) == 0;
+  const uint4 first_pack = canonical_pack<T>(first_raw);
 
   /* Push: my packs into my slot of every peer's buffer, nearest peer
    * first so that the ranks do not all write to rank 0 at once. */
-  for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+  for (size_t i = first; i < end; i += blockDim.x) {
     const uint4 x =
-        canonical_pack<T>(load_user(send, i, count, send_aligned).raw);
+        i == first
+            ? first_pack
+            : canonical_pack<T>(load_user(send, i, count, send_aligned).raw);
     for (int k = 1; k < n; k++) {
       const int p = (me + k) % n;
       store_volatile_v4(slot_packs(pv, &s, p, buffer, me) + i, x);
@@ -205,14 +219,16 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
   const uint4 empty = make_uint4(QCOLL_PUSH_SENTINEL, QCOLL_PUSH_SENTINEL,
                                  QCOLL_PUSH_SENTINEL, QCOLL_PUSH_SENTINEL);
   const uint32_t everyone = (n >= 32 ? ~0u : (1u << n) - 1u);
-  for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+  for (size_t i = first; i < end; i += blockDim.x) {
     uint4 in[QCOLL_IPC_MAX_RANKS];
     uint32_t pending = everyone & ~(1u << me);
     uint64_t start = 0;
 #pragma unroll
     for (int p = 0; p < QCOLL_IPC_MAX_RANKS; p++)
       if (p == me)
-        in[p] = canonical_pack<T>(load_user(send, i, count, send_aligned).raw);
+        in[p] = i == first ? first_pack
+                           : canonical_pack<T>(
+                                 load_user(send, i, count, send_aligned).raw);
     for (uint32_t spins = 0;; spins++) {
 #pragma unroll
       for (int p = 0; p < QCOLL_IPC_MAX_RANKS; p++) {

@@ -15,6 +15,10 @@
 #include <stdint.h>
 
 #include "launch.h"
+/* nvcc only: the CPU emulation (which defines __CUDACC__) has no driver. */
+#ifdef __NVCC__
+#include "driver_launch.cuh"
+#endif
 
 namespace {
 
@@ -401,10 +405,15 @@ inline int grid_limit(const qcoll__ipc_view_t *view, bool long_run = false) {
 /* Host: launch fn on `grid` blocks of kThreads, with programmatic stream
  * serialisation when `pdl` (its kernel must call grid_dependency_wait before
  * it touches data).  Reports this launch's error only, like
- * cudaLaunchKernel.  `args` is the kernel's argument array. */
+ * cudaLaunchKernel.  `args` is the kernel's argument array.  Through the
+ * driver where it can (driver_launch.cuh: cheaper per launch), else, and
+ * for the error report, through the runtime. */
 template <size_t N>
 cudaError_t launch_kernel(const void *fn, int grid, void *(&args)[N],
                           cudaStream_t stream, bool pdl) {
+#ifdef __NVCC__
+  if (driver_launch(fn, grid, kThreads, args, stream, pdl)) return cudaSuccess;
+#endif
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
