@@ -3,9 +3,9 @@
 # loaded beside the launch index (push variant 2, now in the tree) checked:
 # compute-sanitizer memcheck and racecheck at 2 ranks (MPS off), the push,
 # graph and all-reduce GPU tests; eager 2 ranks with 40 and 400 timed
-# calls (is the eager figure the steady state?); the C library's eager
-# 8-rank figures at 4 KiB and 1 MiB beside qcoll.torch's 8-rank bench; the
-# whole PyTorch GPU suite, compiled and Python implementations; the
+# calls (is the eager figure the steady state?); the whole PyTorch GPU
+# suite, compiled and Python implementations (with WITH_BENCH=1 first
+# qcoll.torch's bench at 8 and 2 ranks: cut for device time); the
 # kernels launched through the driver (driver_launch.cuh) against the same
 # tree launching through the runtime (../rt-launch.sed), eager, 2 and 8
 # ranks, alternating.  Carry build-deps.
@@ -42,8 +42,13 @@ dl_perf n2-E-400-b build-gpu 2 $(S -n 400 -b 16 -e 256K -f 4)
 dl_perf n8-E-400 build-gpu 8 $(S -n 400 -b 16 -e 16K -f 4)
 dl_perf n8-E-400-rt /tmp/rt/build 8 $(S -n 400 -b 16 -e 16K -f 4)
 dl_perf n2-G-reg build-gpu 2 $(S -n 40 -G 1 --register -b 16 -e 256K -f 4)
-dl_perf n8-E-2000 build-gpu 8 $(S -n 2000 -b 4K -e 1M -f 256)
 wait "$torch_build"
 tail -n 2 $out/torch-build.out | tee -a $out/summary.log
-dl_torch $PWD/build-gpu 90
+if [ -n "${WITH_BENCH:-}" ]; then
+  dl_torch $PWD/build-gpu 90
+else
+  log "torch tests"
+  OUT=$out TORCH_STEPS=test TORCH_TESTS="not cpu" TEST_LIMIT=$(($(left) - 10)) \
+    BUILD_DIR=$PWD/build-gpu scripts/torch-gpu.sh >$out/torch-test.out 2>&1
+fi
 log done
