@@ -5,7 +5,9 @@
  * Why.  An eager all-reduce of a few KiB is bound by the host: the launch
  * is most of its host time, and the driver's cuLaunchKernelEx took 0.1-0.2
  * us less per launch than the runtime's cudaLaunchKernelExC on one H200
- * (docs/results/2026-12-04-h200-eager.md, bench/launch-cost.cu).
+ * (docs/results/2026-12-04-h200-eager.md, bench/launch-cost.cu).  Through
+ * it, an eager 2-rank all-reduce of 16 B-64 KiB took 0.1-0.5 us less on
+ * one H100 (docs/results/2026-12-06-gpu-scope.md).
  *
  * How.  The driver entry point is resolved once (per kernel file) through
  * the runtime, so the library still loads where there is no driver.  A
