@@ -24,8 +24,9 @@
 #   dl_torch BUILD BENCH_SECONDS
 #                     after scripts/torch-gpu.sh's build step: qcoll.torch's
 #                     bench at 8 and 2 ranks (PyTorch's NCCL backend on the
-#                     NCCL of dl_nccl, up to 64 KiB), then every PyTorch GPU
-#                     test in the time left
+#                     NCCL of dl_nccl, up to 64 KiB), then dl_torch_tests
+#   dl_torch_tests BUILD
+#                     every PyTorch GPU test in the time left
 # $LIMIT (seconds, default 560) is the call's budget.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 QCOLL_TIMEOUT=20
@@ -106,7 +107,11 @@ dl_torch() {
     TORCH_NCCL_LIB=/tmp/nccl/libnccl.so.2 BENCH_ARGS="--nccl-max-bytes 65536" \
     BUILD_DIR="$build" "$dl_root/scripts/torch-gpu.sh" >"$out/torch-bench.out" 2>&1
   sleep 2 # MPS lets go of the bench's clients
+  dl_torch_tests "$build"
+}
+
+dl_torch_tests() {
   log "torch tests"
   OUT=$out TORCH_STEPS=test TORCH_TESTS="not cpu" TEST_LIMIT=$(($(left) - 10)) \
-    BUILD_DIR="$build" "$dl_root/scripts/torch-gpu.sh" >"$out/torch-test.out" 2>&1
+    BUILD_DIR="$1" "$dl_root/scripts/torch-gpu.sh" >"$out/torch-test.out" 2>&1
 }

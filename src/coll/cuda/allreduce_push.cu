@@ -147,19 +147,18 @@ __device__ __forceinline__ uint4 *slot_packs(const qcoll__push_view_t &pv,
 }
 
 /* The rank's push control words: [0] blocks of this launch announced,
- * [1] launches completed. */
-__device__ __forceinline__ uint32_t *push_control(const qcoll__push_view_t &pv,
-                                                  const BlockState *s) {
-  return reinterpret_cast<uint32_t *>(s->bases[pv.ipc.rank] + pv.area_offset);
+ * [1] launches completed.  From the view itself, not the block's shared
+ * copy of the bases, so that thread 0 can read the launch index before
+ * that copy is made. */
+__device__ __forceinline__ uint32_t *push_control(const qcoll__push_view_t &pv) {
+  return reinterpret_cast<uint32_t *>(pv.ipc.bases[pv.ipc.rank] +
+                                      pv.area_offset);
 }
 
-/* Thread 0, before the block's first barrier: the launch's index (read
- * from the view, before the block's shared bases are filled, so that the
- * load is in flight together with the first pack's). */
+/* Thread 0, before the block's first barrier: the launch's index (issued
+ * early, so that the load is in flight together with the first pack's). */
 __device__ __forceinline__ uint32_t launch_index(const qcoll__push_view_t &pv) {
-  return load_relaxed_sys(reinterpret_cast<const uint32_t *>(
-                              pv.ipc.bases[pv.ipc.rank] + pv.area_offset) +
-                          1);
+  return load_relaxed_sys(&push_control(pv)[1]);
 }
 
 template <typename T, typename Op>
@@ -195,7 +194,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
   grid_dependents_launch();
   /* After that barrier the block has read the index: it counts itself out
    * (ipc_sync.cuh) from a thread that holds no pack of a small message. */
-  if (threadIdx.x == blockDim.x - 1) count_out_of_launch(push_control(pv, &s));
+  if (threadIdx.x == blockDim.x - 1) count_out_of_launch(push_control(pv));
 
   const int n = v.nranks, me = v.rank;
   const unsigned buffer = s.oneshots % QCOLL_PUSH_BUFFERS;

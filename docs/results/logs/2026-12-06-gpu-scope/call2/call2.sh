@@ -47,8 +47,6 @@ tail -n 2 $out/torch-build.out | tee -a $out/summary.log
 if [ -n "${WITH_BENCH:-}" ]; then
   dl_torch $PWD/build-gpu 90
 else
-  log "torch tests"
-  OUT=$out TORCH_STEPS=test TORCH_TESTS="not cpu" TEST_LIMIT=$(($(left) - 10)) \
-    BUILD_DIR=$PWD/build-gpu scripts/torch-gpu.sh >$out/torch-test.out 2>&1
+  dl_torch_tests $PWD/build-gpu
 fi
 log done
