@@ -131,8 +131,8 @@ static const env_entry_t env_table[] = {
      ENV_BYTES, FIELD(ipc_push_bytes), 0, 0},
     {"QCOLL_IPC_PUSH_MAX_RANKS", "4",
      "the most ranks for which the one-shot all-reduce uses the push kernel "
-     "(with more, the flag-barrier one-shot, which was faster at 8 ranks and "
-     "slower at 2)",
+     "(with more, the flag-barrier one-shot, which at 8 ranks is as fast up "
+     "to 4 KiB and faster above)",
      ENV_INT, FIELD(ipc_push_max_ranks), 0, 65536},
     {"QCOLL_IPC_PUSH_BLOCK_PACKS", "128",
      "16-byte packs per block of the push one-shot while a message is spread "
