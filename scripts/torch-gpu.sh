@@ -66,7 +66,7 @@ if [[ " $STEPS " == *" build "* ]]; then
   say "building the compiled extension into $QCOLL_TORCH_EXT_DIR"
   start=$SECONDS
   if ! QCOLL_TORCH_EXT=require python3 -c \
-       "import qcoll.torch as q; s = q.extension_status(); print('extension', s.module.__file__, 'cuda', s.module.with_cuda)" \
+       "import qcoll.torch as q; s = q.extension_status(); p = s.plan; print('extension', s.module.__file__, 'cuda', s.module.with_cuda, 'compiler', p.compiler if p else '?', repr(p.compiler_note) if p else '')" \
        >>"$OUT/torch-build.log" 2>&1; then
     tail -n 40 "$OUT/torch-build.log"
     say "extension build failed (torch-build.log)"
