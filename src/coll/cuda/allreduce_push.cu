@@ -12,7 +12,11 @@
  * The elements are cut into 16-byte packs, the packs into one contiguous
  * range per block; block b pushes and reads the same range on every rank
  * (same grid, since every rank makes the same call), so a block waits only
- * on its peers' blocks of the same index.
+ * on its peers' blocks of the same index.  A thread takes its packs U at a
+ * time (push_shape): one per round when it has at most one, which every
+ * launch of the default slot size is; when it has several, 4 per round
+ * for up to 2 ranks and 2 for up to 4, all loaded before any is stored or
+ * tested, so that its packs do not each pay a memory latency in turn.
  *
  * The sentinel.  An empty word holds 0xffffffff (QCOLL_PUSH_SENTINEL): in
  * f32 a negative NaN, in f16 and bf16 two of them.  Before a pack is sent
@@ -161,9 +165,29 @@ __device__ __forceinline__ uint32_t launch_index(const qcoll__push_view_t &pv) {
   return load_relaxed_sys(&push_control(pv)[1]);
 }
 
-template <typename T, typename Op>
+/* My own pack i (pack `first` was loaded at the start) into in[me]; the
+ * index is unrolled so that `in` stays in registers. */
+template <typename T, int R>
+__device__ __forceinline__ void load_own(uint4 (&in)[R], int me, size_t i,
+                                         size_t first, uint4 first_pack,
+                                         const T *send, size_t count,
+                                         bool send_aligned) {
+#pragma unroll
+  for (int p = 0; p < R; p++)
+    if (p == me)
+      in[p] = i == first
+                  ? first_pack
+                  : canonical_pack<T>(load_user(send, i, count, send_aligned).raw);
+}
+
+/* U: packs per thread per round; R: a bound on the world size (the
+ * arrays of peers' packs have R entries).  U = 1, R = 8 serves every
+ * launch of at most one pack per thread; wider rounds serve threads with
+ * several packs (push_shape). */
+template <typename T, typename Op, int U, int R>
 __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     push_kernel(qcoll__push_view_t pv, const T *send, T *recv, size_t count) {
+  static_assert(U * R <= 32, "the pending mask has 32 bits");
   __shared__ BlockState s;
   const qcoll__ipc_view_t &v = pv.ipc;
   /* The input may come from the kernel before this one. */
@@ -201,52 +225,78 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
   const uint4 first_pack = canonical_pack<T>(first_raw);
 
   /* Push: my packs into my slot of every peer's buffer, nearest peer
-   * first so that the ranks do not all write to rank 0 at once. */
-  for (size_t i = first; i < end; i += blockDim.x) {
-    const uint4 x =
-        i == first
-            ? first_pack
-            : canonical_pack<T>(load_user(send, i, count, send_aligned).raw);
-    for (int k = 1; k < n; k++) {
-      const int p = (me + k) % n;
-      store_volatile_v4(slot_packs(pv, &s, p, buffer, me) + i, x);
+   * first so that the ranks do not all write to rank 0 at once; U packs
+   * per round, all loaded before the first is stored. */
+  const size_t stride = blockDim.x;
+  for (size_t i0 = first; i0 < end; i0 += U * stride) {
+    uint4 x[U];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const size_t i = i0 + u * stride;
+      if (i < end)
+        x[u] = i == first ? first_pack
+                          : canonical_pack<T>(
+                                load_user(send, i, count, send_aligned).raw);
+    }
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const size_t i = i0 + u * stride;
+      if (i >= end) break;
+      for (int k = 1; k < n; k++) {
+        const int p = (me + k) % n;
+        store_volatile_v4(slot_packs(pv, &s, p, buffer, me) + i, x[u]);
+      }
     }
   }
 
   /* Gather: every peer's pack from my own buffer, as soon as all four of
-   * its words have arrived; then reduce in rank order and empty the slots. */
+   * its words have arrived; then reduce in rank order and empty the slots.
+   * U packs per round: bit u * R + p of `pending` says that peer p's pack
+   * u has not arrived yet. */
   const uint4 empty = make_uint4(QCOLL_PUSH_SENTINEL, QCOLL_PUSH_SENTINEL,
                                  QCOLL_PUSH_SENTINEL, QCOLL_PUSH_SENTINEL);
-  const uint32_t everyone = (n >= 32 ? ~0u : (1u << n) - 1u);
-  for (size_t i = first; i < end; i += blockDim.x) {
-    uint4 in[QCOLL_IPC_MAX_RANKS];
-    uint32_t pending = everyone & ~(1u << me);
+  const uint32_t peers = ((1u << n) - 1u) & ~(1u << me);
+  /* One pack per round: my own pack is loaded before the poll, so its
+   * latency hides behind the peers'.  Wider rounds load theirs after it,
+   * so that U packs of mine do not hold registers while the poll waits. */
+  constexpr bool kOwnFirst = U == 1;
+  for (size_t i0 = first; i0 < end; i0 += U * stride) {
+    uint4 in[U][R];
+    uint32_t pending = 0;
     uint64_t start = 0;
 #pragma unroll
-    for (int p = 0; p < QCOLL_IPC_MAX_RANKS; p++)
-      if (p == me)
-        in[p] = i == first ? first_pack
-                           : canonical_pack<T>(
-                                 load_user(send, i, count, send_aligned).raw);
+    for (int u = 0; u < U; u++) {
+      const size_t i = i0 + u * stride;
+      if (i >= end) break;
+      pending |= peers << (u * R);
+      if (kOwnFirst) load_own<T, R>(in[u], me, i, first, first_pack, send,
+                                    count, send_aligned);
+    }
     for (uint32_t spins = 0;; spins++) {
       /* One poll issues the loads of every pending slot before it looks at
-       * any (a pending slot's in[p] holds nothing yet), so the slots of
+       * any (a pending slot's in[u][p] holds nothing yet), so the slots of
        * n - 1 peers cost one memory latency per poll, not n - 1 (on an
        * H100, 0.1-0.6 us per call at 2 ranks, 0.4-0.6 at 4, 0.8-1.1 at 8:
-       * docs/results/2026-12-07-h100-push-poll.md). */
+       * docs/results/2026-12-07-h100-push-poll.md), and so do U packs. */
 #pragma unroll
-      for (int p = 0; p < QCOLL_IPC_MAX_RANKS; p++)
-        if (pending & (1u << p))
-          in[p] = load_volatile_v4(slot_packs(pv, &s, me, buffer, p) + i);
+      for (int u = 0; u < U; u++)
 #pragma unroll
-      for (int p = 0; p < QCOLL_IPC_MAX_RANKS; p++)
-        if ((pending & (1u << p)) && !holds_sentinel(in[p]))
-          pending &= ~(1u << p);
+        for (int p = 0; p < R; p++)
+          if (pending & (1u << (u * R + p)))
+            in[u][p] = load_volatile_v4(
+                slot_packs(pv, &s, me, buffer, p) + i0 + u * stride);
+#pragma unroll
+      for (int u = 0; u < U; u++)
+#pragma unroll
+        for (int p = 0; p < R; p++)
+          if ((pending & (1u << (u * R + p))) && !holds_sentinel(in[u][p]))
+            pending &= ~(1u << (u * R + p));
       if (pending == 0) break;
       if ((spins & 63u) != 63u) continue;
+      /* Awaited "1", seen "0": the peer's data has not arrived. */
       int late = 0;
       while (!(pending & (1u << late))) late++;
-      /* Awaited "1", seen "0": the peer's data has not arrived. */
+      late %= R;
       if (!wait_may_go_on(v, &s, &start, spins, late, QCOLL_IPC_PHASE_PUSH, 1u,
                           0u)) {
         s.failed = 1;
@@ -254,11 +304,18 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
       }
     }
 #pragma unroll
-    for (int p = 0; p < QCOLL_IPC_MAX_RANKS; p++)
-      if (p < n && p != me)
-        store_volatile_v4(slot_packs(pv, &s, me, buffer, p) + i, empty);
-    store_user(recv, i, count, recv_aligned,
-               reduce_in_rank_order<T, Op, QCOLL_IPC_MAX_RANKS>(in, n));
+    for (int u = 0; u < U; u++) {
+      const size_t i = i0 + u * stride;
+      if (i >= end) break;
+      if (!kOwnFirst) load_own<T, R>(in[u], me, i, first, first_pack, send,
+                                     count, send_aligned);
+#pragma unroll
+      for (int p = 0; p < R; p++)
+        if (p < n && p != me)
+          store_volatile_v4(slot_packs(pv, &s, me, buffer, p) + i, empty);
+      store_user(recv, i, count, recv_aligned,
+                 reduce_in_rank_order<T, Op, R>(in[u], n));
+    }
   }
 }
 
@@ -269,23 +326,53 @@ typedef void (*push_fn)(qcoll__push_view_t, const void *, void *, size_t);
 /* Most blocks a message is spread over below one pack per thread. */
 constexpr size_t kSpreadBlocks = 16;
 
+/* The kernel's shapes: the narrow one (one pack per thread per round,
+ * any world size) and, for threads with several packs, U packs per round
+ * for worlds of at most R ranks, within the same U * R = 8 loads in
+ * flight per poll (and the same registers). */
+enum PushShape { kNarrow, kWide2, kWide4, kShapes };
+
+template <typename T, typename Op>
+push_fn pick_shape(int shape) {
+  switch (shape) {
+    case kWide2: return reinterpret_cast<push_fn>(push_kernel<T, Op, 4, 2>);
+    case kWide4: return reinterpret_cast<push_fn>(push_kernel<T, Op, 2, 4>);
+    default:
+      return reinterpret_cast<push_fn>(
+          push_kernel<T, Op, 1, QCOLL_IPC_MAX_RANKS>);
+  }
+}
+
 template <typename T>
-push_fn pick_op(qcoll_op_t op) {
+push_fn pick_op(qcoll_op_t op, int shape) {
   switch (op) {
-    case QCOLL_SUM: return reinterpret_cast<push_fn>(push_kernel<T, OpSum>);
-    case QCOLL_MIN: return reinterpret_cast<push_fn>(push_kernel<T, OpMin>);
-    case QCOLL_MAX: return reinterpret_cast<push_fn>(push_kernel<T, OpMax>);
+    case QCOLL_SUM: return pick_shape<T, OpSum>(shape);
+    case QCOLL_MIN: return pick_shape<T, OpMin>(shape);
+    case QCOLL_MAX: return pick_shape<T, OpMax>(shape);
     default: return nullptr;
   }
 }
 
-push_fn pick_kernel(qcoll_dtype_t dtype, qcoll_op_t op) {
+push_fn pick_kernel(qcoll_dtype_t dtype, qcoll_op_t op, int shape) {
   switch (dtype) {
-    case QCOLL_F16: return pick_op<__half>(op);
-    case QCOLL_BF16: return pick_op<__nv_bfloat16>(op);
-    case QCOLL_F32: return pick_op<float>(op);
+    case QCOLL_F16: return pick_op<__half>(op, shape);
+    case QCOLL_BF16: return pick_op<__nv_bfloat16>(op, shape);
+    case QCOLL_F32: return pick_op<float>(op, shape);
     default: return nullptr;
   }
+}
+
+/* A launch whose threads hold at most one pack each (every default push
+ * launch: a slot of 256 KiB is at most one pack per thread on the grids
+ * of 2 and 4 ranks) takes the narrow kernel; with several per thread (a
+ * larger QCOLL_IPC_PUSH_BYTES, a small QCOLL_MAX_BLOCKS) a thread would
+ * otherwise load, wait for and store its packs one after the other. */
+int push_shape(int nranks, size_t packs, int grid) {
+  const size_t per_block = (packs + (size_t)grid - 1) / (size_t)grid;
+  if (per_block <= (size_t)kThreads) return kNarrow;
+  if (nranks <= 2) return kWide2;
+  if (nranks <= 4) return kWide4;
+  return kNarrow;
 }
 
 size_t elem_size(qcoll_dtype_t dtype) {
@@ -330,16 +417,17 @@ extern "C" int qcoll__cuda_push_grid(const qcoll__push_view_t *view,
 extern "C" cudaError_t qcoll__cuda_push_launch(
     const qcoll__push_view_t *view, const void *sendbuf, void *recvbuf,
     size_t count, qcoll_dtype_t dtype, qcoll_op_t op, cudaStream_t stream) {
-  push_fn fn = pick_kernel(dtype, op);
-  if (!fn || view->slot_bytes == 0 ||
+  if (!pick_kernel(dtype, op, kNarrow) || view->slot_bytes == 0 ||
       count > qcoll__cuda_push_chunk_elems(view, dtype) ||
       view->ipc.nranks < 1 || view->ipc.nranks > QCOLL_IPC_MAX_RANKS)
     return cudaErrorInvalidValue;
   if (count == 0) return cudaSuccess;
+  const int grid = qcoll__cuda_push_grid(view, count, dtype);
+  const size_t packs = (count * elem_size(dtype) + kPackBytes - 1) / kPackBytes;
+  push_fn fn = pick_kernel(dtype, op, push_shape(view->ipc.nranks, packs, grid));
   qcoll__push_view_t v = *view;
   void *args[] = {&v, &sendbuf, &recvbuf, &count};
-  return launch_kernel(reinterpret_cast<const void *>(fn),
-                       qcoll__cuda_push_grid(view, count, dtype), args, stream,
+  return launch_kernel(reinterpret_cast<const void *>(fn), grid, args, stream,
                        v.ipc.pdl != 0);
 }
 
@@ -348,13 +436,15 @@ extern "C" cudaError_t qcoll__cuda_push_blocks_per_sm(int *per_sm) {
   static const qcoll_op_t ops[] = {QCOLL_SUM, QCOLL_MIN, QCOLL_MAX};
   int least = 1 << 30;
   for (qcoll_dtype_t d : dtypes)
-    for (qcoll_op_t o : ops) {
-      int n = 0;
-      cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-          &n, reinterpret_cast<const void *>(pick_kernel(d, o)), kThreads, 0);
-      if (err != cudaSuccess) return err;
-      if (n < least) least = n;
-    }
+    for (qcoll_op_t o : ops)
+      for (int shape = 0; shape < kShapes; shape++) {
+        int n = 0;
+        cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &n, reinterpret_cast<const void *>(pick_kernel(d, o, shape)),
+            kThreads, 0);
+        if (err != cudaSuccess) return err;
+        if (n < least) least = n;
+      }
   *per_sm = least;
   return cudaSuccess;
 }

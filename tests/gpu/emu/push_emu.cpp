@@ -11,7 +11,9 @@
  *  - f16/bf16/f32 x sum/min/max, counts from 1 value to several chunks,
  *    grid limits 1 and 4, packs per block of one per thread, 32 and 3
  *    (a message spread over more blocks), in place and out of place,
- *    unaligned pointers;
+ *    unaligned pointers; on a grid of 1 or 4 blocks of 64 threads the
+ *    larger counts give a thread several packs, so 2-4 ranks run the
+ *    kernel's wide shapes (several packs per round) and 5-8 the narrow;
  *  - signed zeros (all negative: -0; mixed: +0), infinities, and NaNs of
  *    every sign and payload, the sentinel's own bit pattern included;
  *  - rotation: hundreds of calls enqueued back to back with new inputs,

@@ -7,16 +7,22 @@
 # blocks.  Here, 8 ranks, graph, registered: the flag one-shot, the push
 # kernel at 128 (the default), 64 and 32 packs per block, two alternating
 # rounds; then 2 and 4 ranks at 64 packs (the default's range), and the
-# 8-rank winner beside NCCL 2.32.6.  Carry build-deps.
+# 8-rank winner beside NCCL 2.32.6.  Also the push kernel's wide shapes
+# (several packs per thread per round, landed after call 1 and not yet run
+# on a GPU): gpu.push.wide.n2/.n4, and 2 and 4 ranks from 256 KiB to 4 MiB
+# with QCOLL_IPC_PUSH_BYTES=4M (the push kernel past its default slot, as
+# the wide shape) beside the default (the flag-barrier one-shot there).
+# Carry build-deps.
 source scripts/device-lib.sh
 limit=${LIMIT:-300}
 dl_start s3
 dl_nccl &
 log build
-JOBS=16 dl_build . build-gpu qcoll qcoll-run qcoll-perf
+JOBS=16 dl_build . build-gpu qcoll qcoll-run qcoll-perf gpu_push
 wait
 log built
 dl_mps
+dl_ctest build-gpu '^gpu\.push\.(wide\.n2|wide\.n4|n2|n8)$' 100
 S() { local e=$1; shift; echo --mem gpu -c 1 -d bf16 --rounds 3 -n 40 -w 5 -G 1 --register -b 16 -e "$e" -f 4 "$@" all_reduce; }
 for r in a b; do
   dl_perf n8-flag-$r build-gpu 8 $(S 256K)
@@ -27,6 +33,10 @@ done
 for n in 2 4; do
   dl_perf n$n-bp128 build-gpu $n $(S 256K)
   ENVS="QCOLL_IPC_PUSH_BLOCK_PACKS=64" dl_perf n$n-bp64 build-gpu $n $(S 256K)
+done
+for n in 2 4; do
+  ENVS="QCOLL_IPC_PUSH_BYTES=4M" dl_perf n$n-push4m build-gpu $n $(S 4M -b 256K)
+  dl_perf n$n-flag4m build-gpu $n $(S 4M -b 256K)
 done
 ENVS="NCCL_MULTI_RANK_GPU_ENABLE=1 QCOLL_NCCL_LIB=/tmp/nccl/libnccl.so.2" dl_perf n8-vsnccl build-gpu 8 $(S 64K --vs-nccl)
 log done
