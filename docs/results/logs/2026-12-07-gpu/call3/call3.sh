@@ -12,18 +12,33 @@
 # on a GPU): gpu.push.wide.n2/.n4, and 2 and 4 ranks from 256 KiB to 4 MiB
 # with QCOLL_IPC_PUSH_BYTES=4M (the push kernel past its default slot, as
 # the wide shape) beside the default (the flag-barrier one-shot there).
-# Carry build-deps.
+# And the flag-barrier one-shot with each thread's first input pack (and
+# the registry row) loaded beside block_begin's counters
+# (oneshot-first-load.diff, "first", passes the CPU emulation), beside
+# the tree: 8 ranks (its default there) and 2 ranks at 1-4 MiB, with
+# gpu.allreduce.n2/.n8 and gpu.graph.n2 on it.  Carry build-deps.
 source scripts/device-lib.sh
 limit=${LIMIT:-300}
 dl_start s3
 dl_nccl &
 log build
-JOBS=16 dl_build . build-gpu qcoll qcoll-run qcoll-perf gpu_push
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+dl_tree /tmp/first
+(cd /tmp/first && patch -s -p1 <"$here/oneshot-first-load.diff") && echo "first: oneshot-first-load.diff applied" >>$out/summary.log
+JOBS=10 dl_build . build-gpu qcoll qcoll-run qcoll-perf gpu_push &
+JOBS=6 dl_build /tmp/first /tmp/first/build qcoll qcoll-run qcoll-perf gpu_allreduce gpu_graph &
 wait
 log built
 dl_mps
-dl_ctest build-gpu '^gpu\.push\.(wide\.n2|wide\.n4|n2|n8)$' 100
 S() { local e=$1; shift; echo --mem gpu -c 1 -d bf16 --rounds 3 -n 40 -w 5 -G 1 --register -b 16 -e "$e" -f 4 "$@" all_reduce; }
+dl_ctest build-gpu '^gpu\.push\.(wide\.n2|wide\.n4|n2|n8)$' 100
+dl_ctest /tmp/first/build '^gpu\.(allreduce\.n2|allreduce\.n8|graph\.n2)$' 100
+for r in a b; do
+  dl_perf n8-head-$r build-gpu 8 $(S 64K)
+  dl_perf n8-first-$r /tmp/first/build 8 $(S 64K)
+  dl_perf n2-1m-head-$r build-gpu 2 $(S 4M -b 512K)
+  dl_perf n2-1m-first-$r /tmp/first/build 2 $(S 4M -b 512K)
+done
 for r in a b; do
   dl_perf n8-flag-$r build-gpu 8 $(S 256K)
   for bp in 128 64 32; do
