@@ -18,7 +18,7 @@
 # the tree: 8 ranks (its default there) and 2 ranks at 1-4 MiB, with
 # gpu.allreduce.n2/.n8 and gpu.graph.n2 on it.  Carry build-deps.
 source scripts/device-lib.sh
-limit=${LIMIT:-300}
+limit=${LIMIT:-360}
 dl_start s3
 dl_nccl &
 log build
