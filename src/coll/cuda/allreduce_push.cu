@@ -13,8 +13,8 @@
  * range per block; block b pushes and reads the same range on every rank
  * (same grid, since every rank makes the same call), so a block waits only
  * on its peers' blocks of the same index.  A thread takes its packs U at a
- * time (push_shape): one per round when it has at most one, which every
- * launch of the default slot size is; when it has several, 4 per round
+ * time (push_shape): one per round when it has at most one (every launch
+ * of the default slot size on a GPU of 132 SMs); when it has several, 4 per round
  * for up to 2 ranks and 2 for up to 4, all loaded before any is stored or
  * tested, so that its packs do not each pay a memory latency in turn.
  *
@@ -165,8 +165,18 @@ __device__ __forceinline__ uint32_t launch_index(const qcoll__push_view_t &pv) {
   return load_relaxed_sys(&push_control(pv)[1]);
 }
 
-/* My own pack i (pack `first` was loaded at the start) into in[me]; the
- * index is unrolled so that `in` stays in registers. */
+/* My pack i, canonical: pack `first` was loaded at the kernel's start. */
+template <typename T>
+__device__ __forceinline__ uint4 my_pack(size_t i, size_t first,
+                                         uint4 first_pack, const T *send,
+                                         size_t count, bool send_aligned) {
+  return i == first
+             ? first_pack
+             : canonical_pack<T>(load_user(send, i, count, send_aligned).raw);
+}
+
+/* My own pack i into in[me]; the index is unrolled so that `in` stays in
+ * registers. */
 template <typename T, int R>
 __device__ __forceinline__ void load_own(uint4 (&in)[R], int me, size_t i,
                                          size_t first, uint4 first_pack,
@@ -175,9 +185,7 @@ __device__ __forceinline__ void load_own(uint4 (&in)[R], int me, size_t i,
 #pragma unroll
   for (int p = 0; p < R; p++)
     if (p == me)
-      in[p] = i == first
-                  ? first_pack
-                  : canonical_pack<T>(load_user(send, i, count, send_aligned).raw);
+      in[p] = my_pack(i, first, first_pack, send, count, send_aligned);
 }
 
 /* U: packs per thread per round; R: a bound on the world size (the
@@ -234,9 +242,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     for (int u = 0; u < U; u++) {
       const size_t i = i0 + u * stride;
       if (i < end)
-        x[u] = i == first ? first_pack
-                          : canonical_pack<T>(
-                                load_user(send, i, count, send_aligned).raw);
+        x[u] = my_pack(i, first, first_pack, send, count, send_aligned);
     }
 #pragma unroll
     for (int u = 0; u < U; u++) {
@@ -362,11 +368,11 @@ push_fn pick_kernel(qcoll_dtype_t dtype, qcoll_op_t op, int shape) {
   }
 }
 
-/* A launch whose threads hold at most one pack each (every default push
- * launch: a slot of 256 KiB is at most one pack per thread on the grids
- * of 2 and 4 ranks) takes the narrow kernel; with several per thread (a
- * larger QCOLL_IPC_PUSH_BYTES, a small QCOLL_MAX_BLOCKS) a thread would
- * otherwise load, wait for and store its packs one after the other. */
+/* A launch whose threads hold at most one pack each (with the default
+ * slot of 256 KiB, every launch of 2 and 4 ranks on a GPU of 132 SMs)
+ * takes the narrow kernel; with several per thread (a larger
+ * QCOLL_IPC_PUSH_BYTES, a small QCOLL_MAX_BLOCKS, fewer SMs) a thread
+ * would otherwise load, wait for and store its packs one after the other. */
 int push_shape(int nranks, size_t packs, int grid) {
   const size_t per_block = (packs + (size_t)grid - 1) / (size_t)grid;
   if (per_block <= (size_t)kThreads) return kNarrow;
@@ -384,6 +390,11 @@ size_t elem_size(qcoll_dtype_t dtype) {
   }
 }
 
+/* 16-byte packs of a message of `count` elements. */
+size_t packs_of(size_t count, qcoll_dtype_t dtype) {
+  return (count * elem_size(dtype) + kPackBytes - 1) / kPackBytes;
+}
+
 }  // namespace
 
 extern "C" size_t qcoll__cuda_push_chunk_elems(const qcoll__push_view_t *view,
@@ -394,7 +405,7 @@ extern "C" size_t qcoll__cuda_push_chunk_elems(const qcoll__push_view_t *view,
 
 extern "C" int qcoll__cuda_push_grid(const qcoll__push_view_t *view,
                                      size_t count, qcoll_dtype_t dtype) {
-  size_t packs = (count * elem_size(dtype) + kPackBytes - 1) / kPackBytes;
+  size_t packs = packs_of(count, dtype);
   /* At most one pack per thread (each waits for nranks - 1 packs).  A
    * message of a few KiB is also spread at block_packs per block over up
    * to kSpreadBlocks blocks, so it waits on several SMs' memory pipes at
@@ -423,8 +434,8 @@ extern "C" cudaError_t qcoll__cuda_push_launch(
     return cudaErrorInvalidValue;
   if (count == 0) return cudaSuccess;
   const int grid = qcoll__cuda_push_grid(view, count, dtype);
-  const size_t packs = (count * elem_size(dtype) + kPackBytes - 1) / kPackBytes;
-  push_fn fn = pick_kernel(dtype, op, push_shape(view->ipc.nranks, packs, grid));
+  push_fn fn = pick_kernel(dtype, op,
+                           push_shape(view->ipc.nranks, packs_of(count, dtype), grid));
   qcoll__push_view_t v = *view;
   void *args[] = {&v, &sendbuf, &recvbuf, &count};
   return launch_kernel(reinterpret_cast<const void *>(fn), grid, args, stream,
