@@ -80,7 +80,9 @@ Api api;
 std::string api_path;
 
 void bind_library(const std::string& path) {
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  // Local: every function is taken from this handle, and nothing else in the
+  // process should resolve its symbols against libqcoll or what it links.
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   TORCH_CHECK(handle != nullptr, "qcoll: cannot open ", path, ": ", dlerror());
   Api bound;
 #define QCOLL_TORCH_BIND(name)                                                        \

@@ -11,7 +11,7 @@
 # left.
 # Carry build-deps.
 source scripts/device-lib.sh
-limit=${LIMIT:-300}
+limit=${LIMIT:-500}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 dl_start s2
 dl_nccl &
@@ -35,6 +35,8 @@ probe() { # name, order, env...
 probe none none
 probe before before QCOLL_TORCH_EXT=require MLIR_ENABLE_DIAGNOSTICS=warnings,remarks,stacktraces,operations
 probe after after QCOLL_TORCH_EXT=require
+probe libglobal lib-global
+probe liblocal lib-local
 for c in /usr/bin/g++ /opt/gcc/bin/g++; do
   [ -x $c ] || continue
   tag=$(echo $c | tr / _)
@@ -46,7 +48,7 @@ OUT=$out TORCH_STEPS=bench BENCH_RANKS="2 8" BENCH_LIMIT=45 \
   BUILD_DIR=$PWD/build-gpu scripts/torch-gpu.sh >$out/torch-bench.out 2>&1
 sleep 2
 log "torch tests: the rest"
-OUT=$out TORCH_STEPS=test TORCH_TESTS="not cpu and not torch_compile" TEST_LIMIT=$(( $(left) - 8 )) \
+OUT=$out TORCH_STEPS=test TORCH_TESTS="not cpu" TEST_LIMIT=$(( $(left) - 8 )) \
   BUILD_DIR=$PWD/build-gpu scripts/torch-gpu.sh >$out/torch-test-rest.out 2>&1
 cp $out/torch-test.log $out/torch-test-rest.log
 log done

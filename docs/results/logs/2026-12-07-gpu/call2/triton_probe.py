@@ -47,7 +47,21 @@ def environment():
     return env
 
 
+def load_library(mode):
+    """libqcoll alone, as the extension opens it (global) or not."""
+    import ctypes
+    import os
+
+    ctypes.CDLL(os.environ["QCOLL_LIB"], mode=mode)
+    return f"libqcoll opened with mode {mode}"
+
+
 print("env before:", environment(), flush=True)
+if order == "lib-global":
+    import ctypes
+    print("extension:", load_library(ctypes.RTLD_GLOBAL), flush=True)
+if order == "lib-local":
+    print("extension:", load_library(0), flush=True)
 if order == "before":
     print("extension:", load_extension(), flush=True)
 print("compile 1:", compile_and_run(2), flush=True)
@@ -57,5 +71,7 @@ print("compile 2:", compile_and_run(3), flush=True)
 print("env after:", environment(), flush=True)
 with open("/proc/self/maps") as maps:
     libs = sorted({line.split()[-1] for line in maps
-                   if "libstdc++" in line or "libgcc_s" in line or "qcoll" in line})
+                   if any(k in line for k in ("libstdc++", "libgcc_s", "qcoll", "LLVM",
+                                               "MLIR", "nvJitLink", "nvrtc",
+                                               "cudart", "libtriton", "libz"))})
 print("mapped:", " ".join(libs), flush=True)
