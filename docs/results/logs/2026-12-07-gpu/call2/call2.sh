@@ -29,7 +29,7 @@ probe() { # name, order, env...
   local name=$1 order=$2; shift 2
   log "probe $name ($order) $*"
   env TORCHINDUCTOR_CACHE_DIR=/tmp/ind-$name TRITON_CACHE_DIR=/tmp/tri-$name "$@" \
-    timeout 60 python3 "$here/triton_probe.py" "$order" >$out/probe-$name.log 2>&1
+    timeout 100 python3 "$here/triton_probe.py" "$order" >$out/probe-$name.log 2>&1
   grep -E "^(extension|compile|mapped|env)" $out/probe-$name.log | cut -c1-900 | tee -a $out/summary.log
 }
 probe none none
@@ -37,18 +37,23 @@ probe before before QCOLL_TORCH_EXT=require MLIR_ENABLE_DIAGNOSTICS=warnings,rem
 probe after after QCOLL_TORCH_EXT=require
 probe libglobal lib-global
 probe liblocal lib-local
-for c in /usr/bin/g++ /opt/gcc/bin/g++; do
-  [ -x $c ] || continue
-  tag=$(echo $c | tr / _)
-  probe "before$tag" before QCOLL_TORCH_EXT=require CXX=$c QCOLL_TORCH_EXT_DIR=/tmp/ext$tag
-done
+log "torch tests: torch.compile"
+OUT=$out TORCH_STEPS=test TORCH_TESTS="torch_compile and not cpu" TEST_LIMIT=150 \
+  BUILD_DIR=$PWD/build-gpu scripts/torch-gpu.sh >$out/torch-test-compile.out 2>&1
+cp $out/torch-test.log $out/torch-test-compile.log
+grep -E "PASSED|FAILED|ERROR|passed|failed" $out/torch-test-compile.log | tail -6 | tee -a $out/summary.log
 log "torch bench 2 and 8 ranks"
 OUT=$out TORCH_STEPS=bench BENCH_RANKS="2 8" BENCH_LIMIT=45 \
   TORCH_NCCL_LIB=/tmp/nccl/libnccl.so.2 BENCH_ARGS="--nccl-max-bytes 65536" \
   BUILD_DIR=$PWD/build-gpu scripts/torch-gpu.sh >$out/torch-bench.out 2>&1
 sleep 2
+for c in /usr/bin/g++ /opt/gcc/bin/g++; do
+  [ -x $c ] || continue
+  tag=$(echo $c | tr / _)
+  probe "before$tag" before QCOLL_TORCH_EXT=require CXX=$c QCOLL_TORCH_EXT_DIR=/tmp/ext$tag
+done
 log "torch tests: the rest"
-OUT=$out TORCH_STEPS=test TORCH_TESTS="not cpu" TEST_LIMIT=$(( $(left) - 8 )) \
+OUT=$out TORCH_STEPS=test TORCH_TESTS="not cpu and not torch_compile" TEST_LIMIT=$(( $(left) - 8 )) \
   BUILD_DIR=$PWD/build-gpu scripts/torch-gpu.sh >$out/torch-test-rest.out 2>&1
 cp $out/torch-test.log $out/torch-test-rest.log
 log done
