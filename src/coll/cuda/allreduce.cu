@@ -449,6 +449,13 @@ __device__ __forceinline__ bool all_of(const int *flags, int n) {
 
 /* ---- kernels ------------------------------------------------------------ */
 
+/* The one-shot's registered input, if any: its input only, and not in
+ * place (peers would read what this rank overwrites). */
+__device__ __forceinline__ qcoll__ipc_reg_ref_t
+own_send_ref(const qcoll__ipc_view_t &v, const qcoll__ipc_ar_args_t &a) {
+  return a.send != a.recv ? own_ref(v, a, a.send_ref) : no_ref();
+}
+
 /* kWide: two ranks and more than one pack per thread, copied and reduced
  * kCopyUnroll and kReduceLoads / 2 packs per round; else one pack per
  * thread per round for any world size.  Two kernels rather than a branch:
@@ -459,6 +466,20 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     oneshot_kernel(qcoll__ipc_view_t v, qcoll__ipc_ar_args_t a) {
   __shared__ BlockState s;
   __shared__ RegState r;
+  /* The wide kernel reads my registry row as soon as the grid may read
+   * memory (block_begin's own grid wait then returns at once), so that it
+   * and block_begin's counters are in flight together, as in the two-shot:
+   * 0.05-0.13 us less per graph-replayed call at 2 ranks from 1 MiB to
+   * 4 MiB on an H100, eager unchanged
+   * (docs/results/2026-12-07-h100-wide-first-load.md).  The small kernel
+   * reads it after block_begin, the order measured fastest at 8 ranks
+   * (docs/results/2026-12-07-h100-torch-wide.md); its code is that of the
+   * one-shot before the wide kernel read early. */
+  qcoll__ipc_reg_ref_t early_send = no_ref();
+  if (kWide) {
+    grid_dependency_wait();
+    early_send = own_send_ref(v, a);
+  }
   /* block_begin read the launch counter (s.oneshots) before any block of
    * this launch can advance it (oneshot_count_out), and after the previous
    * launch's last write: kernels of a stream run one after another. */
@@ -471,11 +492,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
   size_t begin, end;
   block_range(packs, &begin, &end);
 
-  /* The one-shot writes only its own output, so only the input can be
-   * registered, and not in place (peers would read what this rank
-   * overwrites). */
   qcoll__ipc_reg_desc_t mine;
-  mine.send = a.send != a.recv ? own_ref(v, a, a.send_ref) : no_ref();
+  mine.send = kWide ? early_send : own_send_ref(v, a);
   mine.recv = no_ref();
   if (!mine.send.gen)
     copy_in<T, kWide ? kCopyUnroll : 1>(v, &s, staged, send, count, begin, end);
