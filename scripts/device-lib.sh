@@ -22,9 +22,15 @@
 #   dl_nccl           unpack build-deps/nccl/libnccl.so.2.xz to /tmp/nccl for
 #                     --vs-nccl (NCCL_MULTI_RANK_GPU_ENABLE=1 QCOLL_NCCL_LIB=...)
 #   dl_torch BUILD BENCH_SECONDS
-#                     after scripts/torch-gpu.sh's build step: qcoll.torch's
-#                     bench at 8 and 2 ranks (PyTorch's NCCL backend on the
-#                     NCCL of dl_nccl, up to 64 KiB), then dl_torch_tests
+#                     after scripts/torch-gpu.sh's build step: dl_torch_bench
+#                     at 8 and 2 ranks, then dl_torch_tests
+#   dl_torch_bench BUILD BENCH_SECONDS "RANKS"
+#                     qcoll.torch's bench at each of RANKS (PyTorch's NCCL
+#                     backend on the NCCL of dl_nccl, up to 64 KiB; the
+#                     script itself copies its lines into the summary)
+#   dl_torch_build BUILD
+#                     scripts/torch-gpu.sh's build step (libqcoll and the
+#                     compiled extension)
 #   dl_torch_tests BUILD
 #                     every PyTorch GPU test in the time left
 # $LIMIT (seconds, default 560) is the call's budget.
@@ -100,14 +106,23 @@ dl_ctest() {
   grep -E "Test +#|tests passed|tests failed" "$out/ctest-${build//\//_}.log" | tee -a "$out/summary.log"
 }
 
-dl_torch() {
-  local build=$1 bench_limit=$2
-  log "torch bench 8 and 2 ranks, NCCL 2.32 up to 64 KiB"
-  OUT=$out TORCH_STEPS=bench BENCH_RANKS="8 2" BENCH_LIMIT="$bench_limit" \
+dl_torch_build() {
+  log "torch build"
+  OUT=$out TORCH_STEPS=build BUILD_DIR="$1" "$dl_root/scripts/torch-gpu.sh" >"$out/torch-build.out" 2>&1
+}
+
+dl_torch_bench() {
+  local build=$1 bench_limit=$2 ranks=$3
+  log "torch bench at $ranks ranks, NCCL 2.32 up to 64 KiB"
+  OUT=$out TORCH_STEPS=bench BENCH_RANKS="$ranks" BENCH_LIMIT="$bench_limit" \
     TORCH_NCCL_LIB=/tmp/nccl/libnccl.so.2 BENCH_ARGS="--nccl-max-bytes 65536" \
     BUILD_DIR="$build" "$dl_root/scripts/torch-gpu.sh" >"$out/torch-bench.out" 2>&1
+}
+
+dl_torch() {
+  dl_torch_bench "$1" "$2" "8 2"
   sleep 2 # MPS lets go of the bench's clients
-  dl_torch_tests "$build"
+  dl_torch_tests "$1"
 }
 
 dl_torch_tests() {

@@ -29,12 +29,6 @@ Q() { echo --mem gpu -c 1 -d bf16 -G 1 --rounds 2 --algo twoshot -b 4M -e 256M -
 for q in none int4 int8; do
   ENVS="QCOLL_GRAPH_REGISTER=0" dl_perf n2-$q build-gpu 2 $(Q -q $q)
 done
-log "torch build"
-OUT=$out TORCH_STEPS=build BUILD_DIR=$PWD/build-gpu scripts/torch-gpu.sh >$out/torch-build.out 2>&1
-tail -n 1 $out/torch-build.out | tee -a $out/summary.log
-log "torch bench 2 and 8 ranks"
-OUT=$out TORCH_STEPS=bench BENCH_RANKS="2 8" BENCH_LIMIT=60 \
-  TORCH_NCCL_LIB=/tmp/nccl/libnccl.so.2 BENCH_ARGS="--nccl-max-bytes 65536" \
-  BUILD_DIR=$PWD/build-gpu scripts/torch-gpu.sh >$out/torch-bench.out 2>&1
-grep "bench:" $out/torch-bench.out | sort -u | tee -a $out/summary.log
+dl_torch_build $PWD/build-gpu
+dl_torch_bench $PWD/build-gpu 60 "2 8"
 log done
