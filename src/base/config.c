@@ -109,6 +109,12 @@ static const env_entry_t env_table[] = {
      "as many as the buffer holds); the ranks use the smallest of their "
      "values",
      ENV_BYTES, FIELD(quant_round_bytes), 0, 0},
+    {"QCOLL_QUANT_PIPELINE", "1",
+     "quantised all-reduce: a launch of several rounds runs them as a "
+     "pipeline (a block encodes a round while its peers reduce the one "
+     "before); 0: one round after the other; the ranks pipeline only if "
+     "every one of them asks for it",
+     ENV_BOOL, FIELD(quant_pipeline), 0, 0},
     {"QCOLL_IPC_BYTES", "64M",
      "CUDA IPC buffer per rank (data and flags; one-shot regions larger "
      "than 2 MiB each take the rest beside it, 4 MiB more by default)",

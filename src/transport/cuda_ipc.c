@@ -54,6 +54,7 @@ typedef struct ipc_record {
   uint64_t push_slot_bytes;     /* push one-shot slot, 0: off */
   int32_t push_block_packs;     /* QCOLL_IPC_PUSH_BLOCK_PACKS of the owner */
   uint64_t quant_round_bytes;   /* QCOLL_QUANT_ROUND_BYTES of the owner */
+  int32_t quant_pipeline;      /* QCOLL_QUANT_PIPELINE of the owner */
   char reason[REASON_MAX];      /* why not ready */
 } ipc_record_t;
 
@@ -257,6 +258,7 @@ static void setup_local(qcoll__ctx_t *comm, cudaStream_t s, ipc_record_t *rec) {
           : 0;
   rec->push_block_packs = (int32_t)comm->config.ipc_push_block_packs;
   rec->quant_round_bytes = comm->config.quant_round_bytes;
+  rec->quant_pipeline = comm->config.quant_pipeline;
   /* The registration descriptors follow the inboxes, then the push area:
    * every rank computes the same offsets (the push slots may differ). */
   cc->desc_offset = qcoll__push_area_offset(qcoll__ipc_alloc_bytes(
@@ -508,6 +510,15 @@ static size_t agreed_round_bytes(const qcoll__ctx_t *comm,
   return (size_t)least;
 }
 
+/* Whether every rank asked for the pipelined quantised rounds (they
+ * change where a round's groups lie, so all must agree). */
+static int agreed_quant_pipeline(const qcoll__ctx_t *comm,
+                                 const ipc_record_t *recs) {
+  for (int r = 0; r < comm->nranks; r++)
+    if (!recs[r].quant_pipeline) return 0;
+  return 1;
+}
+
 /* The push one-shot serves when every rank asked for the same slots (the
  * records are the same on every rank, so all decide alike); else the
  * one-shot stays on the flag-barrier kernel.  Its grid must be the same on
@@ -694,6 +705,7 @@ qcoll_status_t qcoll__cuda_comm_init(qcoll__ctx_t *comm) {
   /* Every rank counts the same ranks on its GPU, so all agree. */
   v->flags_gpu_scope = cc->ranks_on_gpu == comm->nranks;
   v->quant_round_bytes = agreed_round_bytes(comm, recs);
+  v->quant_pipeline = agreed_quant_pipeline(comm, recs);
   cc->oneshot_max_bytes =
       qcoll__config_oneshot_max_bytes(&comm->config, comm->nranks);
   /* Without a registry every buffer is staged, as before it existed. */

@@ -10,7 +10,13 @@
  *  - every encoded group lies inside its slot, and no byte of a region is
  *    written twice in one round (segments, pieces and slots do not overlap);
  *  - every group read in phase 2 or 3 was written earlier in the same
- *    round (never stale bytes of an earlier launch or round);
+ *    round (never stale bytes of an earlier launch or round), also when the
+ *    rounds run as the kernel's pipeline (quant_layout.h "ring" 2: round
+ *    i's phase 1 before round i - 1's phase 2 and round i - 2's phase 3),
+ *    where a round that wrote into bytes the round before still needs
+ *    would be caught reading the later round's data;
+ *  - no byte is written by two rounds that are live at once (ring 2: two
+ *    consecutive rounds);
  *  - in a launch of several rounds, every byte of a slot is written and
  *    read by blocks of one index only (blocks wait only on their peers'
  *    blocks of the same index, so another block could overwrite it while
@@ -59,8 +65,8 @@ typedef struct model {
   int n;
   size_t region_bytes;
   uint8_t *data[MAX_RANKS]; /* each rank's two data regions */
-  uint8_t
-      *written[MAX_RANKS];   /* per byte: which phase of this round wrote it */
+  uint8_t *written[MAX_RANKS]; /* per byte: which phase wrote it last */
+  int32_t *round[MAX_RANKS];   /* per byte: in which round, -1 none */
   int16_t *block[MAX_RANKS]; /* per byte: the block index that used it in
                                 this launch, -1 none yet */
 } model_t;
@@ -73,6 +79,8 @@ static void model_init(model_t *m, int n, size_t region_bytes) {
     m->data[r] = malloc(2 * region_bytes);
     m->written[r] = malloc(2 * region_bytes);
     m->block[r] = malloc(2 * region_bytes * sizeof(int16_t));
+    m->round[r] = malloc(2 * region_bytes * sizeof(int32_t));
+    assert_non_null(m->round[r]);
     assert_non_null(m->data[r]);
     assert_non_null(m->written[r]);
     assert_non_null(m->block[r]);
@@ -82,7 +90,8 @@ static void model_init(model_t *m, int n, size_t region_bytes) {
 
 static void model_free(model_t *m) {
   for (int r = 0; r < m->n; r++)
-    free(m->data[r]), free(m->written[r]), free(m->block[r]);
+    free(m->data[r]), free(m->written[r]), free(m->block[r]),
+        free(m->round[r]);
 }
 
 /* Bytes [offset, offset + gb) of rank's regions used by block `b`: the
@@ -99,36 +108,43 @@ static void claim(model_t *m, int rank, size_t offset, size_t gb, int b) {
   }
 }
 
-/* Write one group at `offset` of rank's data regions, first time this
- * round, by block b. */
+/* Write one group at `offset` of rank's data regions by block b in round
+ * `round` of a launch whose rounds run on a ring of `ring` areas: no byte
+ * written twice in one round, nor by a round still live (the ring - 1
+ * rounds before it). */
 static void put_group(model_t *m, int rank, size_t offset, const uint8_t *bytes,
-                      size_t gb, int phase, int b) {
+                      size_t gb, int phase, int b, int round, int ring) {
   assert_true(offset + gb <= 2 * m->region_bytes);
   claim(m, rank, offset, gb, b);
   for (size_t k = 0; k < gb; k++) {
-    if (m->written[rank][offset + k] != UNWRITTEN) {
-      print_error(
-          "rank %d byte %zu written twice in one launch (phases %d and %d)\n",
-          rank, offset + k, m->written[rank][offset + k], phase);
+    const int32_t last = m->round[rank][offset + k];
+    if (last >= 0 && round - last < ring) {
+      print_error("rank %d byte %zu written in round %d (phase %d) and in "
+                  "round %d (phase %d), both live\n",
+                  rank, offset + k, last, m->written[rank][offset + k], round,
+                  phase);
       fail();
     }
     m->written[rank][offset + k] = (uint8_t)phase;
+    m->round[rank][offset + k] = round;
   }
   memcpy(m->data[rank] + offset, bytes, gb);
 }
 
-/* The group at `offset` of rank's regions, which `phase` must have written,
- * read by block b. */
+/* The group at `offset` of rank's regions, which `phase` of `round` must
+ * have written, read by block b. */
 static const uint8_t *get_group(model_t *m, int rank, size_t offset, size_t gb,
-                                int phase, int b) {
+                                int phase, int b, int round) {
   assert_true(offset + gb <= 2 * m->region_bytes);
   claim(m, rank, offset, gb, b);
   for (size_t k = 0; k < gb; k++)
-    if (m->written[rank][offset + k] != phase) {
-      print_error("rank %d byte %zu read in phase %d holds %s\n", rank,
-                  offset + k, phase + 1,
-                  m->written[rank][offset + k] == UNWRITTEN
-                      ? "stale data"
+    if (m->written[rank][offset + k] != phase ||
+        m->round[rank][offset + k] != round) {
+      print_error("rank %d byte %zu read in phase %d of round %d holds %s\n",
+                  rank, offset + k, phase + 1, round,
+                  m->written[rank][offset + k] == UNWRITTEN ? "stale data"
+                  : m->round[rank][offset + k] != round
+                      ? "another round's data"
                       : "the wrong phase's data");
       fail();
     }
@@ -142,6 +158,8 @@ typedef struct launch {
   qcoll_dtype_t dtype;
   int grid;
   size_t area;                /* the plan's: 0 in a launch of one round */
+  int ring;                   /* the plan's */
+  int round;                  /* this round's index in the launch */
   size_t count;               /* this round's */
   const float *in[MAX_RANKS]; /* each rank's chunk, f32 values exact in dtype */
   uint32_t *out[MAX_RANKS];   /* each rank's chunk of output bits */
@@ -152,7 +170,12 @@ typedef struct launch {
  * segment starting at sb, checked to lie inside the slot. */
 static size_t slot_at(const model_t *m, const launch_t *l, size_t g, size_t sb,
                       size_t pb, int b, size_t gb) {
-  size_t at = qcoll__qlayout_slot_group(g, sb, pb, (unsigned)b, l->area) * gb;
+  size_t at = qcoll__qlayout_slot_group(
+                  g, sb, pb,
+                  qcoll__qlayout_area_index((unsigned)b, l->ring,
+                                            (size_t)l->round),
+                  l->area) *
+              gb;
   if (!l->area) assert_true(at == qcoll__qlayout_group_offset(g, sb, gb));
   assert_true(at + gb <= qcoll__qlayout_slot_bytes(m->region_bytes, m->n));
   return at;
@@ -178,7 +201,7 @@ static void phase1(model_t *m, const launch_t *l) {
           put_group(m, s,
                     qcoll__qlayout_slot_offset(m->region_bytes, m->n, 0, p) +
                         slot_at(m, l, g, sb, pb, b, gb),
-                    wire, gb, BY_PHASE1, b);
+                    wire, gb, BY_PHASE1, b, l->round, l->ring);
         }
       }
 }
@@ -199,7 +222,7 @@ static void phase2(model_t *m, const launch_t *l) {
           size_t off =
               qcoll__qlayout_slot_offset(m->region_bytes, m->n, 0, p) + at;
           qcoll__codec_decode_group(
-              l->fmt, get_group(m, s, off, gb, BY_PHASE1, b), dec);
+              l->fmt, get_group(m, s, off, gb, BY_PHASE1, b, l->round), dec);
           for (int lane = 0; lane < G; lane++)
             acc[lane] = p == 0 ? dec[lane] : acc[lane] + dec[lane];
         }
@@ -210,7 +233,7 @@ static void phase2(model_t *m, const launch_t *l) {
           put_group(
               m, q,
               qcoll__qlayout_slot_offset(m->region_bytes, m->n, 1, s) + at,
-              wire, gb, BY_PHASE2, b);
+              wire, gb, BY_PHASE2, b, l->round, l->ring);
       }
     }
 }
@@ -230,7 +253,9 @@ static void phase3(model_t *m, const launch_t *l) {
               qcoll__qlayout_slot_offset(m->region_bytes, m->n, 1, owner) +
               slot_at(m, l, g, sb, pb, b, gb);
           qcoll__codec_decode_group(l->fmt,
-                                    get_group(m, q, off, gb, BY_PHASE2, b), y);
+                                    get_group(m, q, off, gb, BY_PHASE2, b,
+                                              l->round),
+                                    y);
           for (int lane = 0; lane < G; lane++) {
             size_t i = g * G + (size_t)lane;
             if (i >= l->count) continue;
@@ -241,16 +266,28 @@ static void phase3(model_t *m, const launch_t *l) {
       }
 }
 
-/* One round of a launch (first: the launch's first round). */
-static void model_round(model_t *m, const launch_t *l, bool first) {
+/* A new launch: nothing written, no byte used by any block yet. */
+static void model_launch(model_t *m) {
   for (int r = 0; r < m->n; r++) {
     memset(m->written[r], UNWRITTEN, 2 * m->region_bytes);
-    if (first)
-      for (size_t k = 0; k < 2 * m->region_bytes; k++) m->block[r][k] = -1;
+    for (size_t k = 0; k < 2 * m->region_bytes; k++)
+      m->block[r][k] = -1, m->round[r][k] = -1;
   }
-  phase1(m, l);
-  phase2(m, l); /* after barrier 0 */
-  phase3(m, l); /* after barrier 1 */
+}
+
+/* The rounds of one launch in the kernel's order: ring 1, phases 1, 2, 3
+ * of each round in turn; ring 2 (the pipeline), step i runs phase 3 of
+ * round i - 2, phase 1 of round i and phase 2 of round i - 1. */
+static void model_rounds(model_t *m, const launch_t *l, int rounds) {
+  const int lag = l->ring > 1 ? 1 : 0;
+  for (int i = 0; i < rounds + 2 * lag; i++) {
+    if (lag && i >= 2) phase3(m, &l[i - 2]);
+    if (i < rounds) phase1(m, &l[i]);
+    if (i >= lag && i - lag < rounds) {
+      phase2(m, &l[i - lag]);
+      if (!lag) phase3(m, &l[i]);
+    }
+  }
 }
 
 /* ---- one message, one launch streaming its rounds ------------------------ */
@@ -285,6 +322,7 @@ typedef struct message_case {
   int grid_limit; /* the grid is qcoll__qlayout_grid(groups, grid_limit) */
   data_kind_t kind;
   size_t round_groups; /* the plan's limit per segment and round, 0: none */
+  int ring;            /* the ring a streaming launch asks for, 0: 1 */
 } message_case_t;
 
 static int run_message(const message_case_t *c, uint64_t seed) {
@@ -305,10 +343,13 @@ static int run_message(const message_case_t *c, uint64_t seed) {
 
   model_t m;
   model_init(&m, c->n, c->region_bytes);
-  qcoll__qlayout_plan_t plan = {0, 0, 0};
+  qcoll__qlayout_plan_t plan = {0, 0, 0, 0};
+  const int ring = c->ring ? c->ring : 1;
   assert_true(qcoll__qlayout_plan(c->count, c->region_bytes, c->n,
                                   qcoll__codec_group_bytes(c->fmt),
-                                  c->round_groups, c->grid_limit, &plan));
+                                  c->round_groups, ring, c->grid_limit,
+                                  &plan));
+  assert_int_equal(plan.ring, plan.area ? ring : 1);
   assert_true(plan.chunk > 0 && plan.chunk % G == 0);
   assert_true(plan.grid >= 1 && plan.grid <= c->grid_limit);
   /* A launch of one round keeps the plain layout; one that streams has
@@ -316,20 +357,27 @@ static int run_message(const message_case_t *c, uint64_t seed) {
   assert_true((plan.area == 0) == (c->count <= plan.chunk));
   if (plan.area)
     assert_true(plan.chunk == (size_t)c->n * plan.area * (size_t)plan.grid * G);
-  int rounds = 0;
-  for (size_t off = 0; off < c->count; off += plan.chunk) {
-    launch_t l = {.fmt = c->fmt, .dtype = c->dtype};
-    l.count = c->count - off < plan.chunk ? c->count - off : plan.chunk;
-    l.grid = plan.grid;
-    l.area = plan.area;
+  const int rounds = (int)((c->count + plan.chunk - 1) / plan.chunk);
+  launch_t *l = calloc((size_t)rounds, sizeof *l);
+  assert_non_null(l);
+  for (int k = 0; k < rounds; k++) {
+    const size_t off = (size_t)k * plan.chunk;
+    l[k].fmt = c->fmt;
+    l[k].dtype = c->dtype;
+    l[k].count = c->count - off < plan.chunk ? c->count - off : plan.chunk;
+    l[k].grid = plan.grid;
+    l[k].area = plan.area;
+    l[k].ring = plan.ring;
+    l[k].round = k;
     for (int r = 0; r < c->n; r++) {
-      l.in[r] = in[r] + off;
-      l.out[r] = out[r] + off;
-      l.out_hits[r] = hits[r] + off;
+      l[k].in[r] = in[r] + off;
+      l[k].out[r] = out[r] + off;
+      l[k].out_hits[r] = hits[r] + off;
     }
-    model_round(&m, &l, off == 0);
-    rounds++;
   }
+  model_launch(&m);
+  model_rounds(&m, l, rounds);
+  free(l);
 
   size_t bad = 0;
   for (int r = 0; r < c->n; r++)
@@ -405,64 +453,85 @@ static void test_layout_functions(void **state) {
   assert_int_equal(qcoll__qlayout_grid(1000000, 256), 256);
   assert_int_equal(qcoll__qlayout_grid(1000000, 0), 1);
 
-  /* Plans: one round in the plain layout up to a chunk; beyond it, areas
-   * of at least one group that the grid fills exactly, inside the slot,
-   * with a grid no larger than the limit or the slot's groups (a slot of
-   * fewer groups than the grid would leave blocks without an area). */
+  /* Plans: one round in the plain layout up to a chunk, whatever the ring;
+   * beyond it, `ring` areas of at least one group per block that the grid
+   * fills exactly, inside the slot, with a grid no larger than the limit or
+   * the slot's groups (a slot of fewer groups than the grid would leave
+   * blocks without an area). */
   const size_t regions[] = {4096, 12288, (size_t)30 << 20};
   const int limits[] = {1, 3, 66, 256};
   for (size_t ri = 0; ri < sizeof regions / sizeof regions[0]; ri++)
     for (int n = 1; n <= MAX_RANKS; n++)
       for (size_t f = 0; f < NFORMATS; f++)
-        for (size_t li = 0; li < sizeof limits / sizeof limits[0]; li++) {
-          size_t gb = qcoll__codec_group_bytes(FORMATS[f]);
-          size_t one = qcoll__qlayout_chunk_elems(regions[ri], n, gb);
-          size_t slot_groups = qcoll__qlayout_slot_bytes(regions[ri], n) / gb;
-          qcoll__qlayout_plan_t p = {0, 0, 0};
-          assert_true(
-              qcoll__qlayout_plan(one, regions[ri], n, gb, 0, limits[li], &p));
-          assert_true(p.area == 0 && p.chunk == one);
-          assert_int_equal(p.grid, qcoll__qlayout_grid(one / G, limits[li]));
-          assert_true(qcoll__qlayout_plan(3 * one + 1, regions[ri], n, gb, 0,
-                                          limits[li], &p));
-          assert_true(p.grid >= 1 && p.grid <= limits[li]);
-          assert_true((size_t)p.grid <= slot_groups);
-          assert_true(p.area >= 1);
-          assert_true(p.area * (size_t)p.grid <= slot_groups);
-          assert_true(p.chunk == (size_t)n * p.area * (size_t)p.grid * G);
-          assert_true(p.chunk <= one);
-          /* A round limit below the slot's groups streams a message that
-           * the slots would hold in one round, inside the limit; at or
-           * above it, or for a message of at most one limited round, the
-           * plan is as without. */
-          const size_t rounds[] = {1, 3, slot_groups / 2, slot_groups,
-                                   2 * slot_groups};
-          for (size_t k = 0; k < sizeof rounds / sizeof rounds[0]; k++) {
-            size_t r = rounds[k];
-            if (r == 0) continue;
-            qcoll__qlayout_plan_t q = {0, 0, 0}, plain = {0, 0, 0};
-            assert_true(qcoll__qlayout_plan(one, regions[ri], n, gb, r,
-                                            limits[li], &q));
-            assert_true(qcoll__qlayout_plan(one, regions[ri], n, gb, 0,
-                                            limits[li], &plain));
-            if (r >= slot_groups) {
-              /* field by field: the struct has padding */
-              assert_int_equal(q.grid, plain.grid);
-              assert_true(q.chunk == plain.chunk && q.area == plain.area);
-            } else {
-              assert_true(q.area >= 1 && q.grid >= 1 && q.grid <= limits[li]);
-              assert_true(q.area * (size_t)q.grid <= r);
-              assert_true(q.chunk == (size_t)n * q.area * (size_t)q.grid * G);
-              assert_true(q.chunk < one);
+        for (size_t li = 0; li < sizeof limits / sizeof limits[0]; li++)
+          for (int ring = 1; ring <= 2; ring++) {
+            size_t gb = qcoll__codec_group_bytes(FORMATS[f]);
+            size_t one = qcoll__qlayout_chunk_elems(regions[ri], n, gb);
+            size_t slot_groups =
+                qcoll__qlayout_slot_bytes(regions[ri], n) / gb;
+            qcoll__qlayout_plan_t p = {0, 0, 0, 0};
+            assert_true(qcoll__qlayout_plan(one, regions[ri], n, gb, 0, ring,
+                                            limits[li], &p));
+            assert_true(p.area == 0 && p.chunk == one && p.ring == 1);
+            assert_int_equal(p.grid, qcoll__qlayout_grid(one / G, limits[li]));
+            if (slot_groups < (size_t)ring) {
+              assert_false(qcoll__qlayout_plan(3 * one + 1, regions[ri], n, gb,
+                                               0, ring, limits[li], &p));
+              continue;
             }
-            size_t fits = (size_t)n * (r < slot_groups ? r : slot_groups) * G;
-            assert_true(qcoll__qlayout_plan(fits, regions[ri], n, gb, r,
-                                            limits[li], &q));
-            assert_true(q.area == 0 && q.chunk == one);
+            assert_true(qcoll__qlayout_plan(3 * one + 1, regions[ri], n, gb, 0,
+                                            ring, limits[li], &p));
+            assert_true(p.grid >= 1 && p.grid <= limits[li]);
+            assert_true(p.ring == ring);
+            assert_true((size_t)p.grid * (size_t)ring <= slot_groups);
+            assert_true(p.area >= 1);
+            assert_true(p.area * (size_t)p.grid * (size_t)ring <= slot_groups);
+            /* The last area of the ring lies inside the slot. */
+            assert_true((qcoll__qlayout_area_index((unsigned)p.grid - 1, ring,
+                                                   (size_t)ring - 1) +
+                         1) * p.area <=
+                        slot_groups);
+            assert_true(p.chunk == (size_t)n * p.area * (size_t)p.grid * G);
+            assert_true(p.chunk * (size_t)ring <= one);
+            /* A round limit below the slot's groups streams a message that
+             * the slots would hold in one round, inside the limit; at or
+             * above it, or for a message of at most one limited round, the
+             * plan is as without. */
+            const size_t rounds[] = {1, 3, slot_groups / 2, slot_groups,
+                                     2 * slot_groups};
+            for (size_t k = 0; k < sizeof rounds / sizeof rounds[0]; k++) {
+              size_t r = rounds[k];
+              if (r == 0) continue;
+              qcoll__qlayout_plan_t q = {0, 0, 0, 0}, plain = {0, 0, 0, 0};
+              const int planned = qcoll__qlayout_plan(one, regions[ri], n, gb,
+                                                      r, ring, limits[li], &q);
+              assert_true(qcoll__qlayout_plan(one, regions[ri], n, gb, 0, ring,
+                                              limits[li], &plain));
+              if (r >= slot_groups) {
+                assert_true(planned);
+                /* field by field: the struct has padding */
+                assert_int_equal(q.grid, plain.grid);
+                assert_true(q.chunk == plain.chunk && q.area == plain.area);
+              } else if (planned) {
+                assert_true(q.area >= 1 && q.grid >= 1 &&
+                            q.grid <= limits[li]);
+                assert_true(q.area * (size_t)q.grid <= r);
+                assert_true(q.area * (size_t)q.grid * (size_t)ring <=
+                            slot_groups);
+                assert_true(q.chunk ==
+                            (size_t)n * q.area * (size_t)q.grid * G);
+                assert_true(q.chunk < one);
+              }
+              size_t fits =
+                  (size_t)n * (r < slot_groups ? r : slot_groups) * G;
+              assert_true(qcoll__qlayout_plan(fits, regions[ri], n, gb, r,
+                                              ring, limits[li], &q));
+              assert_true(q.area == 0 && q.chunk == one);
+            }
           }
-        }
-  qcoll__qlayout_plan_t none = {0, 0, 0};
-  assert_false(qcoll__qlayout_plan(1000, 16, 8, 36, 0, 4, &none));
+  qcoll__qlayout_plan_t none = {0, 0, 0, 0};
+  assert_false(qcoll__qlayout_plan(1000, 16, 8, 36, 0, 1, 4, &none));
+  assert_false(qcoll__qlayout_plan(1000, 4096, 2, 36, 0, 0, 4, &none));
 }
 
 /* Small counts and tails, every format, dtype and world size, two grids. */
@@ -491,7 +560,8 @@ static void test_small_messages(void **state) {
                                  64 * 1024,
                                  grid_limit,
                                  c % 2 ? DATA_SPECIAL : DATA_GAUSS,
-                                 0};
+                                 0,
+                                 1};
             run_message(&mc, seed++);
             cases++;
           }
@@ -502,28 +572,33 @@ static void test_small_messages(void **state) {
 }
 
 /* Three messages of one format, dtype and world size, on the grids given,
- * the last one of special values: each checked against the reference, and
- * taken in at least ceil(count / round) rounds.  Returns the most rounds. */
+ * the last one of special values, each once for either ring: each checked
+ * against the reference, and taken in at least ceil(count / round) rounds
+ * (ring 1; ring 2 halves the rounds' areas).  Returns the most rounds. */
 static int run_streamed(qcoll_quant_t fmt, qcoll_dtype_t dtype, int n,
                         size_t region_bytes, size_t round_groups, size_t round,
                         const size_t counts[3], const int grids[3],
                         uint64_t *seed) {
   int most = 0;
-  for (size_t c = 0; c < 3; c++) {
-    message_case_t mc = {fmt,
-                         dtype,
-                         n,
-                         counts[c],
-                         region_bytes,
-                         grids[c],
-                         c == 2 ? DATA_SPECIAL : DATA_GAUSS,
-                         round_groups};
-    int rounds = run_message(&mc, (*seed)++);
-    assert_true(rounds >= (int)((counts[c] + round - 1) / round));
-    if (rounds > most) most = rounds;
-  }
+  for (int ring = 1; ring <= 2; ring++)
+    for (size_t c = 0; c < 3; c++) {
+      message_case_t mc = {fmt,
+                           dtype,
+                           n,
+                           counts[c],
+                           region_bytes,
+                           grids[c],
+                           c == 2 ? DATA_SPECIAL : DATA_GAUSS,
+                           round_groups,
+                           ring};
+      int rounds = run_message(&mc, (*seed)++);
+      if (ring == 1)
+        assert_true(rounds >= (int)((counts[c] + round - 1) / round));
+      if (rounds > most) most = rounds;
+    }
   return most;
 }
+
 
 /* Messages of several rounds of one launch (small regions), odd grids; the
  * last round of chunk + 1 elements is one group, whose piece would lie in

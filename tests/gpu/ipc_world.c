@@ -23,6 +23,10 @@ void world_set_grid_limit(world_t *w, int limit) {
   for (int r = 0; r < w->n; r++) w->views[r].max_grid = limit;
 }
 
+void world_set_quant_pipeline(world_t *w, int on) {
+  for (int r = 0; r < w->n; r++) w->views[r].quant_pipeline = on;
+}
+
 void world_init(world_t *w, int n, size_t ipc_bytes, double timeout_s) {
   memset(w, 0, sizeof *w);
   w->n = n;
@@ -49,6 +53,7 @@ void world_init(world_t *w, int n, size_t ipc_bytes, double timeout_s) {
     v->nranks = n;
   }
   world_set_grid_limit(w, w->full_grid);
+  world_set_quant_pipeline(w, 1);
   world_set_timeout(w, timeout_s);
   world_reset(w);
 }

@@ -5,7 +5,9 @@
  *
  * Algorithm.  A launch takes its message in rounds of at most `chunk`
  * elements (whole groups; one round when it fits the regions), each round
- * the three phases below.  A round's G = ceil(n / 32) groups are cut into
+ * the three phases below; a launch of several rounds runs them as a
+ * pipeline by default (a block encodes round i while its peers may still
+ * reduce round i - 1, see "Pipelined rounds").  A round's G = ceil(n / 32) groups are cut into
  * one segment per owner rank and every segment into one piece per block,
  * as quant_layout.h describes; block b of every rank handles piece b of
  * every segment, so blocks only wait on peer blocks of the same index, as
@@ -109,10 +111,11 @@
  * Shuffles have full masks: all lanes of a warp run the same steps, lanes
  * whose group lies past the piece with zeros, storing nothing.
  *
- * Synchronisation protocol: exactly that of allreduce.cu (ipc_sync.cuh): a
+ * Synchronisation protocol: that of allreduce.cu (ipc_sync.cuh): a
  * per-block epoch in device memory advanced by the kernel, release/acquire
  * flags at system scope (GPU scope where every rank shares this GPU),
- * deadlines and abort.  Two barriers, phases 0 and 1.
+ * deadlines and abort.  Two barriers, phases 0 and 1, per round; pipelined
+ * rounds split them (below).
  * No closing barrier is needed:
  *  - region 0 of owner s is written (phase 1 of the next launch, by any
  *    rank p) only after p's kernel for this launch has finished, hence
@@ -126,6 +129,36 @@
  * kernels in either order (they read their peers' regions only between
  * their own barriers 0 and 1, or their own region 1 after barrier 1), so
  * the three kinds of launch may be mixed on one communicator.
+ *
+ * Pipelined rounds (ring 2, view.quant_pipeline, a launch of several
+ * rounds).  The two barriers are split into their halves: F0(k), block
+ * b's flag 0 at epoch e(k) (round k's epoch), raised at every peer after
+ * b has pushed its encoded parts of round k; F1(k), flag 1 at e(k), raised
+ * after b has pushed its reduced segment of round k.  Round k's groups lie
+ * in area b * 2 + k % 2 of every slot (quant_layout.h "ring").  Step i of
+ * block b (i = 0 .. rounds + 1) runs, skipping rounds that do not exist:
+ *    A  wait F1(i - 2) of every peer; decode round i - 2 (phase 3);
+ *    B  encode round i (phase 1); raise F0(i);
+ *    C  wait F0(i - 1) of every peer; reduce round i - 1 (phase 2);
+ *       raise F1(i - 1).
+ * Every wait is for a flag that its peer raises in an earlier step, so no
+ * wait can close a cycle.  No byte is written while a peer still reads it:
+ *  - region 0 of owner s, the area of round i, is written by p in B of
+ *    step i; it last held round i - 2, which s read in C of its step i - 1,
+ *    before raising F1(i - 2), and p waited for that flag in A of step i;
+ *  - region 1 of rank q, the area of round i - 1, is written by owner s in
+ *    C of step i; it last held round i - 3, which q read in A of its step
+ *    i - 1, before raising F0(i - 1) in B of that step, and s waited for
+ *    that flag in C of step i;
+ *  - rounds i and i - 1, both live in step i, use different areas.
+ * The waits accept a later epoch than the one awaited (ipc_sync.cuh
+ * flags_wait): a flag only grows, and a peer is never more than one round
+ * ahead on it (raising F0(i + 1) needs this block's F1(i - 1), raised after
+ * its wait on F0(i - 1)).  A peer's release of a later epoch also
+ * publishes its earlier rounds' writes.  When a rank's kernel ends it has
+ * passed A of its last step, so every owner has reduced the last round,
+ * and the two arguments above on the next launch hold unchanged.  The
+ * epoch left for the next launch is the last round's.
  *
  * Requirements: those of allreduce.cu (residency of the whole grid on every
  * GPU, the same launches in the same order on every rank), plus: no
@@ -441,9 +474,14 @@ struct Piece {
   size_t slot_first, begin, end, limit;
 };
 
-/* `area`: the block's area of a slot in a streaming launch, 0 in a launch
- * of one round. */
-__device__ __forceinline__ Piece my_piece(size_t count, size_t area, int nranks,
+/* Where this block's groups of one round lie in every slot: `area` groups
+ * at area `index` (quant_layout.h qcoll__qlayout_area_index) in a streaming
+ * launch; area 0 in a launch of one round (the plain layout). */
+struct Slots {
+  size_t area, index;
+};
+
+__device__ __forceinline__ Piece my_piece(size_t count, Slots where, int nranks,
                                           int owner) {
   Piece p;
   size_t seg_begin, seg_end;
@@ -452,7 +490,7 @@ __device__ __forceinline__ Piece my_piece(size_t count, size_t area, int nranks,
   qcoll__qlayout_piece(seg_begin, seg_end, blockIdx.x, gridDim.x, &p.begin,
                        &p.end);
   p.slot_first =
-      qcoll__qlayout_slot_group(p.begin, seg_begin, p.begin, blockIdx.x, area);
+      qcoll__qlayout_slot_group(p.begin, seg_begin, p.begin, where.index, where.area);
   const size_t e = p.end * QCOLL_CODEC_GROUP;
   p.limit = e < count ? e : count;
   return p;
@@ -651,7 +689,7 @@ __device__ __forceinline__ void encode_step(const T *src, bool vec,
 template <typename T, int F>
 __device__ __forceinline__ void encode_parts(const qcoll__ipc_view_t &v,
                                              const BlockState *s, const T *send,
-                                             size_t count, size_t area,
+                                             size_t count, Slots where,
                                              int warp, int lane, bool rot) {
   using W = Walk<kEncodeSets>;
   const uint32_t gb = qcoll__codec_group_bytes(static_cast<qcoll_quant_t>(F));
@@ -661,7 +699,7 @@ __device__ __forceinline__ void encode_parts(const qcoll__ipc_view_t &v,
   int first = 0;
   for (int i = 0; i < v.nranks; i++) {
     const int owner = (v.rank + 1 + i) % v.nranks;
-    const Piece p = my_piece(count, area, v.nranks, owner);
+    const Piece p = my_piece(count, where, v.nranks, owner);
     const size_t j = first_step(warp, first);
     first = next_first(first, piece_steps<kEncodeSets>(p));
     W w = walk_from<kEncodeSets>(p, j);
@@ -790,12 +828,12 @@ __device__ __forceinline__ void reduce_step(const qcoll__ipc_view_t &v,
 template <typename T, int F, int kSets, int kChunk, int kRanks>
 __device__ __forceinline__ void reduce_segment(const qcoll__ipc_view_t &v,
                                                const BlockState *s, T *recv,
-                                               size_t count, size_t area,
+                                               size_t count, Slots where,
                                                int warp, int lane, bool rot) {
   using W = Walk<kSets>;
   const uint32_t gb = qcoll__codec_group_bytes(static_cast<qcoll_quant_t>(F));
   const int seg = lane / kSegLanes;
-  const Piece p = my_piece(count, area, v.nranks, v.rank);
+  const Piece p = my_piece(count, where, v.nranks, v.rank);
   Piece counted = p;
   counted.limit = count;
   const size_t j = (size_t)warp;
@@ -850,7 +888,7 @@ __device__ __forceinline__ void decode_step(const uint8_t *src, T *dst,
 template <typename T, int F>
 __device__ __forceinline__ void decode_all(const qcoll__ipc_view_t &v,
                                            const BlockState *s, T *recv,
-                                           size_t count, size_t area, int warp,
+                                           size_t count, Slots where, int warp,
                                            int lane, bool rot) {
   using W = Walk<kDecodeSets>;
   const uint32_t gb = qcoll__codec_group_bytes(static_cast<qcoll_quant_t>(F));
@@ -859,7 +897,7 @@ __device__ __forceinline__ void decode_all(const qcoll__ipc_view_t &v,
   int first = 0;
   for (int owner = 0; owner < v.nranks; owner++) {
     if (owner == v.rank) continue;
-    const Piece p = my_piece(count, area, v.nranks, owner);
+    const Piece p = my_piece(count, where, v.nranks, owner);
     const size_t j = first_step(warp, first);
     first = next_first(first, piece_steps<kDecodeSets>(p));
     W w = walk_from<kDecodeSets>(p, j);
@@ -886,53 +924,96 @@ __device__ __forceinline__ void decode_all(const qcoll__ipc_view_t &v,
 template <typename T, int F>
 __device__ __forceinline__ void reduce_any(const qcoll__ipc_view_t &v,
                                            const BlockState *s, T *recv,
-                                           size_t count, size_t area, int warp,
+                                           size_t count, Slots where, int warp,
                                            int lane, bool rot) {
   if (v.nranks == 1)
-    reduce_segment<T, F, kReduceLoads / 2, 1, 1>(v, s, recv, count, area, warp,
+    reduce_segment<T, F, kReduceLoads / 2, 1, 1>(v, s, recv, count, where, warp,
                                                  lane, rot);
   else if (v.nranks == 2)
-    reduce_segment<T, F, kReduceLoads / 2, 2, 2>(v, s, recv, count, area, warp,
+    reduce_segment<T, F, kReduceLoads / 2, 2, 2>(v, s, recv, count, where, warp,
                                                  lane, rot);
   else
-    reduce_segment<T, F, kReduceLoads / 4, 4, 0>(v, s, recv, count, area, warp,
+    reduce_segment<T, F, kReduceLoads / 4, 4, 0>(v, s, recv, count, where, warp,
                                                  lane, rot);
 }
 
+/* Round k of a launch: its first element, its count and where its groups
+ * lie (area index b * ring + k % ring, quant_layout.h "ring"). */
+struct Round {
+  size_t off, n;
+  Slots where;
+};
+
+__device__ __forceinline__ Round round_at(size_t k, size_t count, size_t chunk,
+                                          size_t area, int ring) {
+  Round r;
+  r.off = k * chunk;
+  r.n = count - r.off < chunk ? count - r.off : chunk;
+  r.where = Slots{area, qcoll__qlayout_area_index(blockIdx.x, ring, k)};
+  return r;
+}
+
 /* The message streams through the data regions in rounds of `chunk`
- * elements (whole groups), each round the three phases with the block's
- * next epoch (ipc_sync.cuh next_epoch).  Block b waits only on its peers'
- * blocks b, so the blocks go from round to round on their own (no
- * grid-wide drain between rounds, as between the launches of a host loop);
- * that is safe because a streaming launch (area != 0) keeps each block's
- * groups in its own area of every slot (quant_layout.h), so a slot byte is
- * written and read by blocks b alone. */
+ * elements (whole groups), round k with the block's k-th epoch after its
+ * first (each thread follows the same sequence in registers).  Block b
+ * waits only on its peers' blocks b, so the blocks go from round to round
+ * on their own (no grid-wide drain between rounds, as between the launches
+ * of a host loop); that is safe because a streaming launch (area != 0)
+ * keeps each block's groups in its own areas of every slot
+ * (quant_layout.h), so a slot byte is written and read by blocks b alone.
+ *
+ * ring 1: round after round, phases 1, 2, 3 of one round between its
+ * barriers.  ring 2 (the pipeline, the header's "Pipelined rounds"): step
+ * i decodes round i - 2, encodes round i, reduces round i - 1, each wait
+ * on a flag raised one step earlier. */
 template <typename T, int F>
 __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     quant_twoshot_kernel(qcoll__ipc_view_t v, const T *send, T *recv,
-                         size_t count, size_t chunk, size_t area, int rotate) {
+                         size_t count, size_t chunk, size_t area, int ring,
+                         int rotate) {
   __shared__ BlockState s;
   block_begin(v, &s,
               !long_launch(count * sizeof(T), QCOLL_IPC_LONG_QUANT_BYTES));
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const bool rot = rotate != 0; /* the same for the whole grid */
+  const size_t rounds = (count + chunk - 1) / chunk;
+  const size_t lag = ring > 1 ? 1 : 0;
+  /* The epochs of rounds i, i - 1 and i - 2. */
+  uint32_t e0 = s.epoch, e1 = 0, e2 = 0;
 
-  for (size_t off = 0; off < count; off += chunk) {
-    const size_t n = count - off < chunk ? count - off : chunk;
-    if (off != 0) next_epoch(&s);
-    encode_parts<T, F>(v, &s, send + off, n, area, warp, lane, rot);
-    if (!block_barrier(v, 0, &s)) return;
-    reduce_any<T, F>(v, &s, recv + off, n, area, warp, lane, rot);
-    if (!block_barrier(v, 1, &s)) return;
-    decode_all<T, F>(v, &s, recv + off, n, area, warp, lane, rot);
+  for (size_t i = 0; i < rounds + 2 * lag; i++) {
+    if (i != 0) e2 = e1, e1 = e0, e0 = epoch_after(e0);
+    if (lag && i >= 2) {
+      const Round r = round_at(i - 2, count, chunk, area, ring);
+      if (!flags_wait(v, 1, &s, e2)) return;
+      decode_all<T, F>(v, &s, recv + r.off, r.n, r.where, warp, lane, rot);
+    }
+    if (i < rounds) {
+      const Round r = round_at(i, count, chunk, area, ring);
+      encode_parts<T, F>(v, &s, send + r.off, r.n, r.where, warp, lane, rot);
+      flags_arrive(v, 0, &s, e0, true);
+    }
+    if (i >= lag && i - lag < rounds) {
+      const Round r = round_at(i - lag, count, chunk, area, ring);
+      const uint32_t e = lag ? e1 : e0;
+      if (!flags_wait(v, 0, &s, e)) return;
+      reduce_any<T, F>(v, &s, recv + r.off, r.n, r.where, warp, lane, rot);
+      flags_arrive(v, 1, &s, e, true);
+      if (!lag) {
+        if (!flags_wait(v, 1, &s, e)) return;
+        decode_all<T, F>(v, &s, recv + r.off, r.n, r.where, warp, lane, rot);
+      }
+    }
   }
+  /* The epoch of the last round, which the next launch follows. */
+  if (threadIdx.x == 0) s.epoch = lag ? e2 : e0;
   block_end(v, &s);
 }
 
 /* ---- dispatch ------------------------------------------------------------ */
 
 typedef void (*kernel_fn)(qcoll__ipc_view_t, const void *, void *, size_t,
-                          size_t, size_t, int);
+                          size_t, size_t, int, int);
 
 template <typename T>
 kernel_fn pick_format(qcoll_quant_t quant) {
@@ -1043,7 +1124,7 @@ static bool launch_plan(const qcoll__ipc_view_t *view, size_t count,
              count, view->region_bytes, view->nranks,
              qcoll__codec_group_bytes(quant),
              round_groups(view, dtype, round_bytes(view, quant, larger_grid)),
-             limit, plan) != 0;
+             view->quant_pipeline ? 2 : 1, limit, plan) != 0;
 }
 
 extern "C" int qcoll__cuda_all_reduce_quant_grid(const qcoll__ipc_view_t *view,
@@ -1069,8 +1150,8 @@ extern "C" cudaError_t qcoll__cuda_all_reduce_quant_launch(
   if (count == 0) return cudaSuccess;
   qcoll__ipc_view_t v = *view;
   int rot = rotate != 0;
-  void *args[] = {&v,          &sendbuf,   &recvbuf, &count,
-                  &plan.chunk, &plan.area, &rot};
+  void *args[] = {&v,         &sendbuf,   &recvbuf,   &count,
+                  &plan.chunk, &plan.area, &plan.ring, &rot};
   return launch_kernel(reinterpret_cast<const void *>(fn), plan.grid, args,
                        stream, v.pdl != 0 && !runs_alone(count, dtype));
 }

@@ -270,27 +270,62 @@ __device__ __forceinline__ bool wait_flag(const qcoll__ipc_view_t &v,
   return wait_until(v, s, slot, s->epoch, true, peer, phase);
 }
 
-/* Barrier of this block with the same block of every peer.  Returns false
- * when the launch must stop (the failure is already reported).  With
- * `release` (block_barrier), the flag publishes the block's earlier
- * writes; without (reads_done_barrier), it says only that the block has
- * finished reading the peers' buffers. */
-__device__ __forceinline__ bool flag_barrier(const qcoll__ipc_view_t &v,
-                                             int phase, BlockState *s,
-                                             bool release) {
-  __syncthreads(); /* the block's earlier accesses happen before the flag */
+/* This block's flag `phase` with the same block of every peer: kArrive
+ * raises it to `epoch` at every peer, kWait waits until every peer's flag
+ * `phase` here has reached `epoch` (at_least: a peer may be further on).
+ * Both: the barrier (flag_barrier); one of them: its halves, for a kernel
+ * that works between them (the pipelined quantised all-reduce).  Every
+ * thread of the block calls it; thread t < nranks handles peer t.  False
+ * when the launch must stop (the failure is already reported).  `epoch`
+ * is a reference so that the barrier reads the block's epoch where it
+ * uses it, as it always has. */
+template <bool kArrive, bool kWait>
+__device__ __forceinline__ bool flag_step(const qcoll__ipc_view_t &v,
+                                          int phase, BlockState *s,
+                                          const uint32_t &epoch,
+                                          bool release) {
+  if (kArrive)
+    __syncthreads(); /* the block's earlier accesses happen before the flag */
   const int t = threadIdx.x;
   if (t < v.nranks && t != v.rank) {
-    uint32_t *slot = flag_slot(s, t, v.rank, phase);
     /* The release store (flag_store's scope) orders before it everything
      * that happens before it: the block's writes, through the
      * __syncthreads above.  No separate fence is needed. */
-    flag_store(v, slot, s->epoch, release);
-    if (!wait_flag(v, s, flag_slot(s, v.rank, t, phase), t, phase))
+    if (kArrive) flag_store(v, flag_slot(s, t, v.rank, phase), epoch, release);
+    if (kWait && !wait_until(v, s, flag_slot(s, v.rank, t, phase), epoch, true,
+                             t, phase))
       s->failed = 1;
   }
+  if (!kWait) return true;
   __syncthreads(); /* the acquires happen before the block's later reads */
   return !s->failed;
+}
+
+/* The halves of a barrier (flag_step): raise flag `phase` to `epoch` at
+ * every peer (with `release`, publishing the block's earlier writes); wait
+ * for every peer's. */
+__device__ __forceinline__ void flags_arrive(const qcoll__ipc_view_t &v,
+                                             int phase, BlockState *s,
+                                             const uint32_t &epoch,
+                                             bool release) {
+  flag_step<true, false>(v, phase, s, epoch, release);
+}
+__device__ __forceinline__ bool flags_wait(const qcoll__ipc_view_t &v,
+                                           int phase, BlockState *s,
+                                           const uint32_t &epoch) {
+  return flag_step<false, true>(v, phase, s, epoch, false);
+}
+
+/* Barrier of this block with the same block of every peer (wait_flag's
+ * rule: this launch's epoch or a later one).  Returns false when the
+ * launch must stop (the failure is already reported).  With `release`
+ * (block_barrier), the flag publishes the block's earlier writes; without
+ * (reads_done_barrier), it says only that the block has finished reading
+ * the peers' buffers. */
+__device__ __forceinline__ bool flag_barrier(const qcoll__ipc_view_t &v,
+                                             int phase, BlockState *s,
+                                             bool release) {
+  return flag_step<true, true>(v, phase, s, s->epoch, release);
 }
 
 __device__ __forceinline__ bool block_barrier(const qcoll__ipc_view_t &v,
@@ -315,19 +350,6 @@ __device__ __forceinline__ bool reads_done_barrier(const qcoll__ipc_view_t &v,
  * hold. */
 __device__ __forceinline__ uint32_t epoch_after(uint32_t e) {
   return e + 1u == 0 ? 1u : e + 1u;
-}
-
-/* A kernel that runs the protocol more than once per launch (a message
- * streamed through the regions in chunks) takes the block's next epoch
- * for each round after the first.  Thread 0 writes it after the block's
- * last barrier (whose waits have read the old one, and whose closing
- * __syncthreads they passed) and before the next barrier's opening
- * __syncthreads, which orders it before every flag of the round.  The
- * arguments that no slot is overwritten too early hold round by round as
- * they do launch by launch: block b waits only on its peers' blocks b, and
- * every rank's block b runs the same rounds. */
-__device__ __forceinline__ void next_epoch(BlockState *s) {
-  if (threadIdx.x == 0) s->epoch = epoch_after(s->epoch);
 }
 
 /* A long launch (more bytes per rank than `threshold`, launch.h) is

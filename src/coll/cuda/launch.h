@@ -260,6 +260,8 @@ typedef struct qcoll__ipc_view {
   size_t quant_round_bytes; /* the most message bytes per round of a
                                quantised launch (quant_layout.h "rounds");
                                0: what the regions hold */
+  int quant_pipeline; /* a quantised launch of several rounds runs them as
+                         a pipeline (quant_layout.h "ring" 2) */
   /* The registry table (device memory, QCOLL_IPC_MAX_RANKS x
    * QCOLL_IPC_REG_SLOTS entries) and the offset of the descriptor area in
    * every rank's buffer; NULL / 0: no registry, every buffer is staged. */

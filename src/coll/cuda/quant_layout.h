@@ -40,6 +40,15 @@
  *             round is exactly one area, and a shorter last round's pieces
  *             are shorter).  A launch of one round keeps the plain layout
  *             (group g of segment s at g - S).
+ *   ring      a streaming launch may run its rounds as a pipeline
+ *             (allreduce_quant.cu): a block encodes round i while its peers
+ *             still reduce round i - 1 and it decodes round i - 2, so two
+ *             consecutive rounds are live at once and must not share a
+ *             byte.  Such a plan has ring = 2: each block owns two areas of
+ *             every slot, and round i uses area index b * ring + i % ring
+ *             (area = floor(slot groups / (grid * ring))).  ring = 1 is the
+ *             schedule of one round after the other, and every launch of
+ *             one round has ring = 1.
  *   rounds    a plan may also be given round_groups, the most groups of one
  *             segment per round (0: as many as a slot holds).  A message
  *             of more groups than n * round_groups then streams in rounds
@@ -132,48 +141,71 @@ QCOLL_QLAYOUT_HD int qcoll__qlayout_grid(size_t groups, int limit) {
 
 /* How one launch of count elements runs: its grid, the elements of each
  * round (chunk) and, when it streams (count > chunk), each block's area of
- * a slot in groups (0: one round, plain layout).  round_groups: see
- * "rounds" above (0: none).  0 when the regions hold
- * no group.  The same on every rank for the same call. */
+ * a slot in groups (0: one round, plain layout) and the ring of areas each
+ * block cycles through (see "ring"; 1 in a launch of one round).
+ * round_groups: see "rounds" above (0: none); ring: the ring a streaming
+ * launch asks for (1 or 2).  Whether a message streams does not depend on
+ * the ring: it streams when it exceeds one round of the slots (or of
+ * round_groups).  0 when the regions hold no group, or not one group per
+ * area of the ring.  The same on every rank for the same call. */
 typedef struct qcoll__qlayout_plan {
   int grid;
   size_t chunk;
   size_t area;
+  int ring;
 } qcoll__qlayout_plan_t;
 
 QCOLL_QLAYOUT_HD int qcoll__qlayout_plan(size_t count, size_t region_bytes,
                                          int nranks, size_t group_bytes,
-                                         size_t round_groups, int limit,
+                                         size_t round_groups, int ring,
+                                         int limit,
                                          qcoll__qlayout_plan_t *plan) {
   const size_t one =
       qcoll__qlayout_chunk_elems(region_bytes, nranks, group_bytes);
-  if (one == 0) return 0;
-  size_t slot_groups = one / QCOLL_QLAYOUT_GROUP / (size_t)nranks;
-  if (round_groups && round_groups < slot_groups) slot_groups = round_groups;
-  const size_t round = (size_t)nranks * slot_groups * QCOLL_QLAYOUT_GROUP;
+  if (one == 0 || ring < 1) return 0;
+  const size_t slot_groups = one / QCOLL_QLAYOUT_GROUP / (size_t)nranks;
+  size_t round_cap = slot_groups;
+  if (round_groups && round_groups < round_cap) round_cap = round_groups;
+  const size_t round = (size_t)nranks * round_cap * QCOLL_QLAYOUT_GROUP;
   if (count <= round) {
     plan->grid = qcoll__qlayout_grid(
         (count + QCOLL_QLAYOUT_GROUP - 1) / QCOLL_QLAYOUT_GROUP, limit);
     plan->chunk = one;
     plan->area = 0;
+    plan->ring = 1;
     return 1;
   }
-  int grid = qcoll__qlayout_grid(round / QCOLL_QLAYOUT_GROUP, limit);
-  if ((size_t)grid > slot_groups) grid = (int)slot_groups;
+  /* Streaming: every round's groups of a segment fit one ring entry of
+   * the slot, and at most round_groups of them. */
+  size_t ring_groups = slot_groups / (size_t)ring;
+  if (ring_groups > round_cap) ring_groups = round_cap;
+  if (ring_groups == 0) return 0;
+  int grid = qcoll__qlayout_grid(
+      (size_t)nranks * ring_groups, limit);
+  if ((size_t)grid > ring_groups) grid = (int)ring_groups;
   plan->grid = grid;
-  plan->area = slot_groups / (size_t)grid;
+  plan->ring = ring;
+  plan->area = ring_groups / (size_t)grid;
   plan->chunk =
       (size_t)nranks * plan->area * (size_t)grid * QCOLL_QLAYOUT_GROUP;
   return 1;
 }
 
-/* Index, in its slot, of group g of block `block`'s piece [piece_begin, ..)
- * of the segment starting at seg_begin: plain (area 0) or in the block's
- * area of a streaming launch. */
+/* The area of a slot that block `block` uses in round `round` of a
+ * streaming launch with this ring (see "ring"). */
+QCOLL_QLAYOUT_HD size_t qcoll__qlayout_area_index(unsigned block, int ring,
+                                                  size_t round) {
+  return (size_t)block * (size_t)ring + round % (size_t)ring;
+}
+
+/* Index, in its slot, of group g of a block's piece [piece_begin, ..) of
+ * the segment starting at seg_begin: plain (area 0) or in area
+ * `area_index` (qcoll__qlayout_area_index) of a streaming launch. */
 QCOLL_QLAYOUT_HD size_t qcoll__qlayout_slot_group(size_t g, size_t seg_begin,
                                                   size_t piece_begin,
-                                                  unsigned block, size_t area) {
-  return area ? (size_t)block * area + (g - piece_begin) : g - seg_begin;
+                                                  size_t area_index,
+                                                  size_t area) {
+  return area ? area_index * area + (g - piece_begin) : g - seg_begin;
 }
 
 #ifdef __cplusplus

@@ -61,7 +61,7 @@ static const unsigned EMU_THREADS = 64; /* kThreads of the prepared ipc_sync.cuh
 
 cudaError_t emu_launch(const void *fn, dim3 grid, void **args, int nargs,
                        cudaStream_t s) {
-  if (nargs != 2 && nargs != 7) {
+  if (nargs != 2 && nargs != 8) {
     fprintf(stderr, "emu_launch: %d args\n", nargs);
     abort();
   }
@@ -76,13 +76,15 @@ cudaError_t emu_launch(const void *fn, dim3 grid, void **args, int nargs,
   const void *send = *(const void **)args[1];
   void *recv = *(void **)args[2];
   size_t count = *(size_t *)args[3];
-  /* the quantised kernel: its chunk and area, then its rotation flag */
+  /* the quantised kernel: its chunk, area and ring, then its rotation
+   * flag */
   size_t chunk = *(size_t *)args[4], area = *(size_t *)args[5];
   auto f = (void (*)(qcoll__ipc_view_t, const void *, void *, size_t, size_t,
-                     size_t, int))fn;
-  int rot = *(int *)args[6];
-  s->push(
-      [=] { run_grid([=] { f(v, send, recv, count, chunk, area, rot); }, g); });
+                     size_t, int, int))fn;
+  int ring = *(int *)args[6], rot = *(int *)args[7];
+  s->push([=] {
+    run_grid([=] { f(v, send, recv, count, chunk, area, ring, rot); }, g);
+  });
   return cudaSuccess;
 }
 
@@ -244,15 +246,15 @@ static void check_output(const char *what, int r, const char *out, size_t lead,
 static void run_case(World &w, qcoll_quant_t fmt, qcoll_dtype_t d, size_t count,
                      int grid_limit, bool in_place, bool specials,
                      uint32_t seed, size_t mis_send, size_t mis_recv,
-                     bool rot = false) {
+                     bool rot = false, bool pipeline = true) {
   const size_t ls = GUARD + mis_send, lr = in_place ? ls : GUARD + mis_recv;
   char what[200];
   snprintf(what, sizeof what,
-           "N=%d %s%s %s count=%zu grid<=%d %s%s, pointers +%zu/+%zu", w.n,
+           "N=%d %s%s %s count=%zu grid<=%d %s%s, pointers +%zu/+%zu%s", w.n,
            qcoll_quant_name(fmt), rot ? "+rot" : "", dtype_name(d), count,
            grid_limit,
            in_place ? "in-place" : "out-of-place", specials ? " +inf" : "",
-           mis_send, mis_recv);
+           mis_send, mis_recv, pipeline ? "" : ", rounds unpipelined");
   const size_t es = qcoll_dtype_size(d);
   const size_t bytes = (count + 2 * GUARD + 4) * es;
   std::vector<std::vector<float> > in(w.n);
@@ -267,7 +269,10 @@ static void run_case(World &w, qcoll_quant_t fmt, qcoll_dtype_t d, size_t count,
     recv[r] =
         in_place ? std::vector<char>() : std::vector<char>(bytes, (char)0x5a);
   }
-  for (int r = 0; r < w.n; r++) w.views[r].max_grid = grid_limit;
+  for (int r = 0; r < w.n; r++) {
+    w.views[r].max_grid = grid_limit;
+    w.views[r].quant_pipeline = pipeline;
+  }
   /* One launch per rank, as the transport makes it: the kernel streams a
    * message of several chunks through the regions itself. */
   for (int r = 0; r < w.n; r++) {
@@ -290,10 +295,12 @@ static void run_case(World &w, qcoll_quant_t fmt, qcoll_dtype_t d, size_t count,
     FAIL("%s: out of memory in the reference", what);
     return;
   }
-  for (int r = 0; r < w.n; r++)
+  for (int r = 0; r < w.n; r++) {
     check_output(what, r, in_place ? send[r].data() : recv[r].data(), lr,
                  count, bytes, d,
                  [&](size_t i) { return result_bits(expected[i], d); });
+    w.views[r].quant_pipeline = 1;
+  }
 }
 
 /* Every format and element type against the CPU model, bit for bit;
@@ -301,7 +308,9 @@ static void run_case(World &w, qcoll_quant_t fmt, qcoll_dtype_t d, size_t count,
  * partial last group is rotated into real values there), on three of the
  * counts (one value, a partial group, two chunks with a partial last group
  * and a group with inf: the emulated shuffles of the transform are slow).
- * Counts from one value to several chunks, outliers and a group with inf. */
+ * Counts from one value to several chunks, outliers and a group with inf;
+ * the messages of several chunks both with their rounds pipelined (the
+ * default) and one round after the other (QCOLL_QUANT_PIPELINE=0). */
 static void test_quantised(World &w, bool rot) {
   const int before = failures;
   int cases = 0;
@@ -321,10 +330,14 @@ static void test_quantised(World &w, bool rot) {
         if (rot && c != 0 && c != 3 && c != 7) continue;
         bool in_place = (c + (size_t)d) % 2 == 1;
         int limit = c % 2 ? 1 : 4;
-        run_case(w, f, d, counts[c], limit, in_place,
-                 c == 5 || c == 7 || c == 10, seed++, (c * 3 + (size_t)f) % 4,
-                 (c + 1 + (size_t)d) % 4, rot);
-        cases++;
+        const bool streams = counts[c] > chunk;
+        for (int pipe = streams ? 0 : 1; pipe <= 1; pipe++) {
+          run_case(w, f, d, counts[c], limit, in_place,
+                   c == 5 || c == 7 || c == 10, seed++,
+                   (c * 3 + (size_t)f) % 4, (c + 1 + (size_t)d) % 4, rot,
+                   pipe != 0);
+          cases++;
+        }
       }
   }
   printf("N=%d: %d %squantised cases %s\n", w.n, cases, rot ? "rotated " : "",
@@ -573,14 +586,19 @@ static void test_registered(World &w) {
 }
 
 /* One-shot, two-shot and quantised all-reduces alternating on one world:
- * the epochs and flags each kind leaves behind must serve the next. */
+ * the epochs and flags each kind leaves behind must serve the next, also
+ * after a quantised launch of several rounds, pipelined or not. */
 static void test_mixed(World &w) {
   const int before = failures;
+  const size_t chunk =
+      qcoll__cuda_all_reduce_quant_chunk_elems(&w.views[0], QCOLL_QUANT_INT4);
   for (int k = 0; k < 6; k++) {
     run_plain(w, k % 2 ? QCOLL_IPC_TWOSHOT : QCOLL_IPC_ONESHOT, QCOLL_BF16,
               QCOLL_SUM, 3000 + (size_t)k * 97, 4, k % 2, 0, 900 + (uint32_t)k);
     run_case(w, QCOLL_QUANT_INT6, QCOLL_F16, 2500 + (size_t)k * 31, 4, k % 2,
              false, 950 + (uint32_t)k, 0, 0);
+    run_case(w, QCOLL_QUANT_INT4, QCOLL_BF16, 2 * chunk + 77 * (size_t)k, 4,
+             k % 3 == 0, false, 970 + (uint32_t)k, 0, 0, false, k % 4 < 2);
   }
   printf("N=%d: alternating kinds %s\n", w.n,
          failures == before ? "ok" : "FAILED");
