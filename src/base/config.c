@@ -110,11 +110,13 @@ static const env_entry_t env_table[] = {
      "values",
      ENV_BYTES, FIELD(quant_round_bytes), 0, 0},
     {"QCOLL_QUANT_PIPELINE", "1",
-     "quantised all-reduce: a launch of several rounds runs them as a "
-     "pipeline (a block encodes a round while its peers reduce the one "
-     "before); 0: one round after the other; the ranks pipeline only if "
-     "every one of them asks for it",
-     ENV_BOOL, FIELD(quant_pipeline), 0, 0},
+     "quantised all-reduce: whether a launch of several rounds runs them as "
+     "a pipeline (a block encodes a round while its peers reduce the one "
+     "before): 1, where the rounds are limited (QCOLL_QUANT_ROUND_BYTES or "
+     "the larger grid's int4/int6/int3 default; measured faster there, "
+     "slower for int8's whole-buffer rounds); 2, every launch of several "
+     "rounds; 0, never; the ranks use the smallest of their values",
+     ENV_INT, FIELD(quant_pipeline), 0, 2},
     {"QCOLL_IPC_BYTES", "64M",
      "CUDA IPC buffer per rank (data and flags; one-shot regions larger "
      "than 2 MiB each take the rest beside it, 4 MiB more by default)",

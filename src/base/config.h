@@ -39,7 +39,7 @@ typedef struct qcoll__config {
   size_t quant_min_bytes;              /* QCOLL_QUANT_MIN_BYTES */
   bool quant_shared_gpu_floors;        /* QCOLL_QUANT_SHARED_GPU_FLOORS */
   size_t quant_round_bytes;            /* QCOLL_QUANT_ROUND_BYTES, 0: none */
-  bool quant_pipeline;                 /* QCOLL_QUANT_PIPELINE */
+  int quant_pipeline;                  /* QCOLL_QUANT_PIPELINE: 0, 1, 2 */
   size_t ipc_bytes;                    /* QCOLL_IPC_BYTES */
   long long max_blocks;                /* QCOLL_MAX_BLOCKS */
   size_t ipc_p2p_bytes;                /* QCOLL_IPC_P2P_BYTES */

@@ -510,13 +510,14 @@ static size_t agreed_round_bytes(const qcoll__ctx_t *comm,
   return (size_t)least;
 }
 
-/* Whether every rank asked for the pipelined quantised rounds (they
- * change where a round's groups lie, so all must agree). */
+/* The smallest QCOLL_QUANT_PIPELINE of the ranks (it changes where a
+ * round's groups lie, so all must agree). */
 static int agreed_quant_pipeline(const qcoll__ctx_t *comm,
                                  const ipc_record_t *recs) {
+  int least = 2;
   for (int r = 0; r < comm->nranks; r++)
-    if (!recs[r].quant_pipeline) return 0;
-  return 1;
+    if (recs[r].quant_pipeline < least) least = recs[r].quant_pipeline;
+  return least;
 }
 
 /* The push one-shot serves when every rank asked for the same slots (the

@@ -11,8 +11,8 @@
  *    chunks) x grid limits (1, 3, the GPU's): every rank's output equals the
  *    CPU reference of qcoll's scheme bit for bit, within the error bound,
  *    nothing written outside the output, in place and out of place; the
- *    messages of several chunks with their rounds pipelined (the default)
- *    and one after the other;
+ *    messages of several chunks with their rounds pipelined and one after
+ *    the other;
  *  - rotated groups (rotate = 1): every format and type against the
  *    rotated CPU model bit for bit, tails and several chunks;
  *  - quantised, one-shot and two-shot launches interleaved on the streams;
@@ -182,9 +182,11 @@ static void test_exact(world_t *w) {
       for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
         int limit = limits[(f + d + c) % 3];
         world_set_grid_limit(w, limit);
-        /* Several chunks: rounds pipelined (the default) and not. */
+        /* Several chunks: rounds pipelined (QCOLL_QUANT_PIPELINE=2; the
+         * default pipelines limited rounds only, which these are not) and
+         * not. */
         for (int pipe = counts[c] > chunk ? 0 : 1; pipe <= 1; pipe++) {
-          world_set_quant_pipeline(w, pipe);
+          world_set_quant_pipeline(w, pipe ? 2 : 0);
           run_case(w, FORMATS[f], 0, DTYPES[d], counts[c], (c + d) % 2 == 1,
                    (c + f) % 3 == 2 ? 1 : 0,
                    counts[c] >= 160 && c % 2 ? QT_DATA_SPECIAL : QT_DATA_GEN,

@@ -23,8 +23,8 @@ void world_set_grid_limit(world_t *w, int limit) {
   for (int r = 0; r < w->n; r++) w->views[r].max_grid = limit;
 }
 
-void world_set_quant_pipeline(world_t *w, int on) {
-  for (int r = 0; r < w->n; r++) w->views[r].quant_pipeline = on;
+void world_set_quant_pipeline(world_t *w, int mode) {
+  for (int r = 0; r < w->n; r++) w->views[r].quant_pipeline = mode;
 }
 
 void world_init(world_t *w, int n, size_t ipc_bytes, double timeout_s) {

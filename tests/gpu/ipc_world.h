@@ -37,8 +37,8 @@ void world_reset(world_t *w);
 void world_set_timeout(world_t *w, double timeout_s);
 void world_set_grid_limit(world_t *w, int limit);
 /* Whether quantised launches of several rounds pipeline them (the view's
- * quant_pipeline; on by default, as QCOLL_QUANT_PIPELINE). */
-void world_set_quant_pipeline(world_t *w, int on);
+ * quant_pipeline, QCOLL_QUANT_PIPELINE's values; 1 by default). */
+void world_set_quant_pipeline(world_t *w, int mode);
 void world_free(world_t *w);
 /* Report every rank's non-zero error word as a failure; true if any. */
 bool world_report_error_words(const world_t *w, const char *what);

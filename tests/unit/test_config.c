@@ -76,7 +76,7 @@ static void config_is_typed_and_bad_values_give_defaults(void **state) {
   assert_int_equal(c.ipc_push_max_ranks, 4);
   assert_int_equal(c.shared_gpu_nccl_max_ranks, 2);
   assert_int_equal(c.quant_round_bytes, 0); /* the measured per-format sizes */
-  assert_true(c.quant_pipeline);
+  assert_int_equal(c.quant_pipeline, 1); /* limited rounds */
 
   setenv("QCOLL_TIMEOUT", "2.5", 1);
   setenv("QCOLL_ROOT_PORT", "29500", 1);
@@ -87,7 +87,7 @@ static void config_is_typed_and_bad_values_give_defaults(void **state) {
   setenv("QCOLL_QUANT_PIPELINE", "0", 1);
   qcoll__config_read(&c);
   assert_int_equal(c.quant_round_bytes, 44u << 20);
-  assert_false(c.quant_pipeline);
+  assert_int_equal(c.quant_pipeline, 0);
   assert_true(c.timeout_s == 2.5);
   assert_int_equal(c.root_port, 29500);
   assert_true(c.check);
@@ -101,10 +101,13 @@ static void config_is_typed_and_bad_values_give_defaults(void **state) {
   setenv("QCOLL_NCCL_BLOCKING", "2", 1); /* not a boolean */
   setenv("QCOLL_ONESHOT_MAX_BYTES", "big", 1);
   setenv("QCOLL_QUANT_ROUND_BYTES", "a lot", 1);
-  setenv("QCOLL_QUANT_PIPELINE", "sometimes", 1); /* not a boolean */
+  setenv("QCOLL_QUANT_PIPELINE", "3", 1); /* out of range */
   qcoll__config_read(&c);
   assert_int_equal(c.quant_round_bytes, 0);
-  assert_true(c.quant_pipeline);
+  assert_int_equal(c.quant_pipeline, 1);
+  setenv("QCOLL_QUANT_PIPELINE", "2", 1);
+  qcoll__config_read(&c);
+  assert_int_equal(c.quant_pipeline, 2);
   assert_true(c.timeout_s == 300.0);
   assert_int_equal(c.root_port, 0);
   assert_int_equal(c.spin_us, 50);

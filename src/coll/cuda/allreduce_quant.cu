@@ -1101,6 +1101,17 @@ static size_t round_bytes(const qcoll__ipc_view_t *view, qcoll_quant_t quant,
   return larger_grid ? larger_grid_round_bytes(quant) : 0;
 }
 
+/* Whether a launch of several rounds of `bytes` (round_bytes) pipelines
+ * them (view.quant_pipeline).  On one H100 shared by two ranks (bf16,
+ * unregistered, graph, out of place, 64-256 MiB) the pipeline made INT4's
+ * rounds of 44 MiB 1.3-3 % faster (256 MiB 793-794 against 804 us) and
+ * INT8's rounds of what the regions hold 6-9.5 % slower (918-925 against
+ * 841-842), so by default only limited rounds are pipelined
+ * (docs/results/2026-12-07-h100-quant-pipeline.md). */
+static bool pipelined(const qcoll__ipc_view_t *view, size_t bytes) {
+  return view->quant_pipeline == 2 || (view->quant_pipeline == 1 && bytes);
+}
+
 /* The most groups of one segment per round (quant_layout.h "rounds"): at
  * least one; 0 without a limit. */
 static size_t round_groups(const qcoll__ipc_view_t *view, qcoll_dtype_t dtype,
@@ -1120,11 +1131,12 @@ static bool launch_plan(const qcoll__ipc_view_t *view, size_t count,
    * agreed a larger grid (at most two ranks on a GPU). */
   const int limit = grid_limit(view, runs_alone(count, dtype));
   const bool larger_grid = limit > grid_limit(view);
-  return qcoll__qlayout_plan(
-             count, view->region_bytes, view->nranks,
-             qcoll__codec_group_bytes(quant),
-             round_groups(view, dtype, round_bytes(view, quant, larger_grid)),
-             view->quant_pipeline ? 2 : 1, limit, plan) != 0;
+  const size_t bytes = round_bytes(view, quant, larger_grid);
+  return qcoll__qlayout_plan(count, view->region_bytes, view->nranks,
+                             qcoll__codec_group_bytes(quant),
+                             round_groups(view, dtype, bytes),
+                             pipelined(view, bytes) ? 2 : 1, limit,
+                             plan) != 0;
 }
 
 extern "C" int qcoll__cuda_all_reduce_quant_grid(const qcoll__ipc_view_t *view,

@@ -246,7 +246,7 @@ static void check_output(const char *what, int r, const char *out, size_t lead,
 static void run_case(World &w, qcoll_quant_t fmt, qcoll_dtype_t d, size_t count,
                      int grid_limit, bool in_place, bool specials,
                      uint32_t seed, size_t mis_send, size_t mis_recv,
-                     bool rot = false, bool pipeline = true) {
+                     bool rot = false, int pipeline = 1) {
   const size_t ls = GUARD + mis_send, lr = in_place ? ls : GUARD + mis_recv;
   char what[200];
   snprintf(what, sizeof what,
@@ -254,7 +254,10 @@ static void run_case(World &w, qcoll_quant_t fmt, qcoll_dtype_t d, size_t count,
            qcoll_quant_name(fmt), rot ? "+rot" : "", dtype_name(d), count,
            grid_limit,
            in_place ? "in-place" : "out-of-place", specials ? " +inf" : "",
-           mis_send, mis_recv, pipeline ? "" : ", rounds unpipelined");
+           mis_send, mis_recv,
+           pipeline == 0   ? ", rounds unpipelined"
+           : pipeline == 2 ? ", rounds pipelined"
+                           : "");
   const size_t es = qcoll_dtype_size(d);
   const size_t bytes = (count + 2 * GUARD + 4) * es;
   std::vector<std::vector<float> > in(w.n);
@@ -309,8 +312,9 @@ static void run_case(World &w, qcoll_quant_t fmt, qcoll_dtype_t d, size_t count,
  * counts (one value, a partial group, two chunks with a partial last group
  * and a group with inf: the emulated shuffles of the transform are slow).
  * Counts from one value to several chunks, outliers and a group with inf;
- * the messages of several chunks both with their rounds pipelined (the
- * default) and one round after the other (QCOLL_QUANT_PIPELINE=0). */
+ * the messages of several chunks both with their rounds pipelined
+ * (QCOLL_QUANT_PIPELINE=2; the default pipelines limited rounds only) and
+ * one round after the other (0). */
 static void test_quantised(World &w, bool rot) {
   const int before = failures;
   int cases = 0;
@@ -335,7 +339,7 @@ static void test_quantised(World &w, bool rot) {
           run_case(w, f, d, counts[c], limit, in_place,
                    c == 5 || c == 7 || c == 10, seed++,
                    (c * 3 + (size_t)f) % 4, (c + 1 + (size_t)d) % 4, rot,
-                   pipe != 0);
+                   pipe ? 2 : 0);
           cases++;
         }
       }
@@ -598,7 +602,8 @@ static void test_mixed(World &w) {
     run_case(w, QCOLL_QUANT_INT6, QCOLL_F16, 2500 + (size_t)k * 31, 4, k % 2,
              false, 950 + (uint32_t)k, 0, 0);
     run_case(w, QCOLL_QUANT_INT4, QCOLL_BF16, 2 * chunk + 77 * (size_t)k, 4,
-             k % 3 == 0, false, 970 + (uint32_t)k, 0, 0, false, k % 4 < 2);
+             k % 3 == 0, false, 970 + (uint32_t)k, 0, 0, false,
+             k % 4 < 2 ? 2 : 0);
   }
   printf("N=%d: alternating kinds %s\n", w.n,
          failures == before ? "ok" : "FAILED");
