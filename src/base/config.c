@@ -112,10 +112,11 @@ static const env_entry_t env_table[] = {
     {"QCOLL_QUANT_PIPELINE", "1",
      "quantised all-reduce: whether a launch of several rounds runs them as "
      "a pipeline (a block encodes a round while its peers reduce the one "
-     "before): 1, where the rounds are limited (QCOLL_QUANT_ROUND_BYTES or "
-     "the larger grid's int4/int6/int3 default; measured faster there, "
-     "slower for int8's whole-buffer rounds); 2, every launch of several "
-     "rounds; 0, never; the ranks use the smallest of their values",
+     "before): 1, int4 where its rounds are limited (QCOLL_QUANT_ROUND_BYTES "
+     "or the larger grid's 44M default; measured faster there, slower for "
+     "int8's whole-buffer rounds, mixed for int6 and int3); 2, every launch "
+     "of several rounds; 0, never; the ranks use the smallest of their "
+     "values",
      ENV_INT, FIELD(quant_pipeline), 0, 2},
     {"QCOLL_IPC_BYTES", "64M",
      "CUDA IPC buffer per rank (data and flags; one-shot regions larger "

@@ -1103,13 +1103,17 @@ static size_t round_bytes(const qcoll__ipc_view_t *view, qcoll_quant_t quant,
 
 /* Whether a launch of several rounds of `bytes` (round_bytes) pipelines
  * them (view.quant_pipeline).  On one H100 shared by two ranks (bf16,
- * unregistered, graph, out of place, 64-256 MiB) the pipeline made INT4's
- * rounds of 44 MiB 1.3-3 % faster (256 MiB 793-794 against 804 us) and
+ * unregistered, graph, 64-256 MiB) the pipeline made INT4's rounds of 44
+ * MiB 1.3-3 % faster in all 12 cells (256 MiB 793-794 against 804 us),
  * INT8's rounds of what the regions hold 6-9.5 % slower (918-925 against
- * 841-842), so by default only limited rounds are pipelined
+ * 841-842), and INT6's (40 MiB) and INT3's (32 MiB) faster or slower by a
+ * few % depending on size and placement (INT6 256 MiB 938 / 948 against
+ * 923 / 917), so by default only INT4's limited rounds are pipelined
  * (docs/results/2026-12-07-h100-quant-pipeline.md). */
-static bool pipelined(const qcoll__ipc_view_t *view, size_t bytes) {
-  return view->quant_pipeline == 2 || (view->quant_pipeline == 1 && bytes);
+static bool pipelined(const qcoll__ipc_view_t *view, qcoll_quant_t quant,
+                      size_t bytes) {
+  return view->quant_pipeline == 2 ||
+         (view->quant_pipeline == 1 && bytes && quant == QCOLL_QUANT_INT4);
 }
 
 /* The most groups of one segment per round (quant_layout.h "rounds"): at
@@ -1135,7 +1139,7 @@ static bool launch_plan(const qcoll__ipc_view_t *view, size_t count,
   return qcoll__qlayout_plan(count, view->region_bytes, view->nranks,
                              qcoll__codec_group_bytes(quant),
                              round_groups(view, dtype, bytes),
-                             pipelined(view, bytes) ? 2 : 1, limit,
+                             pipelined(view, quant, bytes) ? 2 : 1, limit,
                              plan) != 0;
 }
 

@@ -261,9 +261,9 @@ typedef struct qcoll__ipc_view {
                                quantised launch (quant_layout.h "rounds");
                                0: what the regions hold */
   int quant_pipeline; /* a quantised launch of several rounds runs them as
-                         a pipeline (quant_layout.h "ring" 2): 1 where its
-                         rounds are limited (allreduce_quant.cu
-                         round_bytes), 2 always, 0 never */
+                         a pipeline (quant_layout.h "ring" 2): 1 INT4
+                         where its rounds are limited (allreduce_quant.cu
+                         pipelined), 2 always, 0 never */
   /* The registry table (device memory, QCOLL_IPC_MAX_RANKS x
    * QCOLL_IPC_REG_SLOTS entries) and the offset of the descriptor area in
    * every rank's buffer; NULL / 0: no registry, every buffer is staged. */
