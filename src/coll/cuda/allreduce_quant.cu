@@ -5,9 +5,10 @@
  *
  * Algorithm.  A launch takes its message in rounds of at most `chunk`
  * elements (whole groups; one round when it fits the regions), each round
- * the three phases below; a launch of several rounds runs them as a
- * pipeline by default (a block encodes round i while its peers may still
- * reduce round i - 1, see "Pipelined rounds").  A round's G = ceil(n / 32) groups are cut into
+ * the three phases below; a launch of several rounds may run them as a
+ * pipeline (a block encodes round i while its peers may still reduce
+ * round i - 1, see "Pipelined rounds"; by default INT4's limited rounds,
+ * see `pipelined`).  A round's G = ceil(n / 32) groups are cut into
  * one segment per owner rank and every segment into one piece per block,
  * as quant_layout.h describes; block b of every rank handles piece b of
  * every segment, so blocks only wait on peer blocks of the same index, as
